@@ -1,0 +1,1 @@
+"""Vectorized Gymnasium versions of rllab's Box2D control tasks (see README)."""
