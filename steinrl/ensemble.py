@@ -1,0 +1,178 @@
+"""An ensemble of M MLP particles evaluated as one batched network.
+
+Particle-major throughout: inputs ``(M, B, in)`` (each particle its own batch) or
+``(B, in)`` (one batch shared by all particles), outputs ``(M, B, out)``.
+
+Particles do not change during a rollout, so :meth:`EnsembleMLP.dense` materialises
+every layer's effective dense weights once per iteration and :func:`mlp_forward`
+evaluates the whole ensemble with one ``torch.baddbmm`` per layer plus an in-place
+activation; gradients flow from the dense weights back to the structured parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .layers import StructuredLinear, make_layer
+
+__all__ = ["EnsembleMLP", "mlp_forward", "ACTIVATIONS"]
+
+Dense = list[tuple[Tensor, Tensor]]
+
+# In-place activations (applied to fresh baddbmm outputs, so safe for autograd).
+_INPLACE: dict[str, Callable[[Tensor], Tensor] | None] = {
+    "tanh": torch.tanh_,
+    "relu": torch.relu_,
+    "elu": F.elu_,
+    "identity": None,
+}
+_MODULES: dict[str, Callable[[], nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "identity": nn.Identity,
+}
+# Init gain of hidden layers: LeCun-style 1.0 for tanh/identity, He-style √2 for the
+# rectifiers (torch.nn.init.calculate_gain("relu")).
+_HIDDEN_GAIN: dict[str, float] = {
+    "tanh": 1.0,
+    "relu": torch.nn.init.calculate_gain("relu"),
+    "elu": torch.nn.init.calculate_gain("relu"),
+    "identity": 1.0,
+}
+ACTIVATIONS = tuple(_INPLACE)
+
+
+def _check_activation(activation: str) -> None:
+    if activation not in _INPLACE:
+        raise ValueError(f"unknown activation {activation!r}; choices: {list(ACTIVATIONS)}")
+
+
+def mlp_forward(dense: Sequence[tuple[Tensor, Tensor]], x: Tensor, activation: str = "tanh") -> Tensor:
+    """Evaluate M MLPs given their dense weights.
+
+    :param dense: per layer ``(W (M, in, out), b (M, out))``.
+    :param x: ``(M, B, in)`` per-particle inputs, ``(B, in)`` one batch shared by all
+        particles (broadcast with ``expand``, no copy), or ``(M, *batch, in)`` with
+        extra batch dims (flattened, then restored).
+    :param activation: applied after every layer but the last.
+    :return: ``(M, B, out)`` (or ``(M, *batch, out)``).
+    """
+    _check_activation(activation)
+    act = _INPLACE[activation]
+    M = dense[0][0].shape[0]
+    if x.dim() == 2:  # B in, shared
+        h = x.expand(M, *x.shape)
+        batch_shape = None
+    elif x.dim() >= 3:
+        if x.shape[0] != M:
+            raise ValueError(f"leading dim of x must be M={M} (or pass a shared (B, in) batch), got {tuple(x.shape)}")
+        batch_shape = x.shape[1:-1] if x.dim() > 3 else None
+        h = x.reshape(M, -1, x.shape[-1]) if batch_shape is not None else x
+    else:
+        raise ValueError(f"x must be (B, in), (M, B, in) or (M, *batch, in), got {tuple(x.shape)}")
+    last = len(dense) - 1
+    for i, (w, b) in enumerate(dense):
+        h = torch.baddbmm(b.unsqueeze(1), h, w)  # M B out
+        if i < last and act is not None:
+            h = act(h)
+    if batch_shape is not None:
+        h = h.reshape(M, *batch_shape, h.shape[-1])
+    return h
+
+
+class EnsembleMLP(nn.Module):
+    """M particle MLPs ``in_dim -> hidden... -> out_dim`` with structured layers.
+
+    :param num_particles: M.
+    :param in_dim: input size.
+    :param hidden: hidden layer sizes, e.g. ``(25, 10)``.
+    :param out_dim: output size.
+    :param activation: ``"tanh"``, ``"relu"``, ``"elu"`` or ``"identity"``.
+    :param layer: ``"gaussian"``, ``"householder"`` or ``"kronecker"`` (see
+        :mod:`steinrl.layers`).
+    :param layer_kwargs: extra options for every layer, e.g. ``{"K": 1}``.
+    :param output_gain: init gain of the output layer (e.g. 0.01 for a policy head);
+        hidden layers use 1.0 for tanh/identity and √2 for relu/elu.
+    """
+
+    def __init__(
+        self,
+        num_particles: int,
+        in_dim: int,
+        hidden: Sequence[int],
+        out_dim: int,
+        *,
+        activation: str = "tanh",
+        layer: str = "gaussian",
+        layer_kwargs: dict | None = None,
+        output_gain: float = 1.0,
+    ) -> None:
+        super().__init__()
+        _check_activation(activation)
+        self.num_particles = int(num_particles)
+        self.in_dim = int(in_dim)
+        self.hidden = tuple(int(h) for h in hidden)
+        self.out_dim = int(out_dim)
+        self.activation = activation
+        self.layer_type = layer
+        sizes = (self.in_dim, *self.hidden, self.out_dim)
+        kwargs = dict(layer_kwargs or {})
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            gain = output_gain if i == len(sizes) - 2 else _HIDDEN_GAIN[activation]
+            layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, **kwargs))
+        self.layers: nn.ModuleList = nn.ModuleList(layers)
+
+    def dense(self) -> Dense:
+        """Materialised ``(W (M, in, out), b (M, out))`` per layer (differentiable)."""
+        out = []
+        for layer in self.layers:
+            assert isinstance(layer, StructuredLinear) and layer.bias is not None
+            out.append((layer.weight(), layer.bias))
+        return out
+
+    def forward(self, x: Tensor, dense: Dense | None = None) -> Tensor:
+        """``(M, B, in)`` or shared ``(B, in)`` (or ``(M, *batch, in)``) -> ``(M, B, out)``.
+
+        :param dense: weights from :meth:`dense` to reuse (e.g. for every step of a
+            rollout); computed here if None.
+        """
+        if dense is None:
+            dense = self.dense()
+        return mlp_forward(dense, x, self.activation)
+
+    def log_prior(self, prior) -> Tensor:
+        """Sum of every layer's log prior, ``(M,)``."""
+        return sum(layer.log_prior(prior) for layer in self.layers)  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def particle_module(self, i: int) -> nn.Sequential:
+        """Particle i as a standard ``nn.Sequential`` of ``nn.Linear`` + activations.
+
+        Holds detached copies of particle i's effective dense weights (same device
+        and dtype as the ensemble).
+        """
+        if not -self.num_particles <= i < self.num_particles:
+            raise IndexError(f"particle index {i} out of range for M={self.num_particles}")
+        modules: list[nn.Module] = []
+        dense = self.dense()
+        for k, (w, b) in enumerate(dense):
+            lin = nn.Linear(w.shape[1], w.shape[2], device=w.device, dtype=w.dtype)
+            lin.weight.copy_(w[i].T)
+            lin.bias.copy_(b[i])
+            modules.append(lin)
+            if k < len(dense) - 1 and self.activation != "identity":
+                modules.append(_MODULES[self.activation]())
+        return nn.Sequential(*modules)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_particles={self.num_particles}, in_dim={self.in_dim}, hidden={self.hidden}, "
+            f"out_dim={self.out_dim}, activation={self.activation!r}, layer={self.layer_type!r}"
+        )
