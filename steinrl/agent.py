@@ -1,0 +1,217 @@
+"""The SVPG agent: policy particles x prior x estimator x SVGD step.
+
+One iteration (see :meth:`Agent.collect` and :meth:`Agent.update`):
+
+1. materialise every particle's dense weights once, then step all ``M * E`` envs with
+   one ensemble forward per step (noise pre-drawn for the whole batch);
+2. estimate advantages per particle (REINFORCE returns-to-go or A2C's GAE);
+3. one batched forward + backward gives g_i = grad[J(theta_i) / alpha + w log p(theta_i)]
+   for all particles, J being the per-step mean of log pi(a|s) * A;
+4. the SVGD step moves the particles along phi (attractive + repulsive terms);
+5. (a2c) a few full-batch regression steps fit each particle's value network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+from steinrl.algos import parse_algo
+from steinrl.config import Config
+from steinrl.ensemble import EnsembleMLP
+from steinrl.estimators import discounted_returns, gae, standardize
+from steinrl.policies import EnsemblePolicy
+from steinrl.priors import make_prior
+from steinrl.rollout import Batch, Sampler
+from steinrl.svgd import SVGD, flatten
+
+
+class NonFiniteError(RuntimeError):
+    """A gradient or parameter became NaN/inf; the message names iteration and particles."""
+
+
+def iteration_seed(seed: int, iteration: int) -> int:
+    """A 31-bit seed for iteration ``iteration`` of a run seeded ``seed`` (independent streams)."""
+    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+@dataclass
+class UpdateStats:
+    """Scalars of one update, logged under ``train/``."""
+
+    surrogate: float
+    log_prior: float
+    entropy: float
+    policy_std: float
+    bandwidth: float
+    mean_pairwise_distance: float
+    kernel_mean: float
+    value_loss: float | None
+    explained_variance: float | None
+
+
+def build_policy(cfg: Config, observation_space: gym.Space, action_space: gym.Space) -> EnsemblePolicy:
+    """The policy ensemble of ``cfg.algo``'s prior family."""
+    update, _ = parse_algo(cfg.algo)
+    layer_kwargs = {"K": cfg.householder_k} if update.layer == "householder" else None
+    return EnsemblePolicy(
+        cfg.particles, observation_space, action_space, cfg.policy_hidden,
+        activation=cfg.activation, layer=update.layer, layer_kwargs=layer_kwargs,
+        log_std_init=cfg.log_std_init, output_gain=cfg.output_gain, normalize_obs=cfg.normalize_obs,
+    )
+
+
+class Agent:
+    """M policy particles (and, for a2c, M value networks) with their optimizers.
+
+    :param cfg: the resolved run config.
+    :param observation_space: single-env observation space.
+    :param action_space: single-env action space.
+    """
+
+    def __init__(self, cfg: Config, observation_space: gym.Space, action_space: gym.Space):
+        self.cfg = cfg
+        self.update_rule, self.estimator = parse_algo(cfg.algo)
+        self.device = torch.device(cfg.device)
+        self.policy = build_policy(cfg, observation_space, action_space).to(self.device)
+        self.prior = make_prior(cfg.prior, **(
+            {"variance": cfg.prior_variance} if cfg.prior == "gaussian" else {"a": cfg.prior_a, "b": cfg.prior_b}))
+        self.svgd = SVGD(self.policy.particle_parameters(), lr=cfg.lr, optimizer=cfg.optimizer,
+                         kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth)
+        self.value: EnsembleMLP | None = None
+        self.value_opt: torch.optim.Optimizer | None = None
+        if self.estimator == "a2c":
+            self.value = EnsembleMLP(cfg.particles, self.policy.obs_dim, cfg.value_hidden, 1,
+                                     activation=cfg.activation, layer="gaussian", output_gain=1.0).to(self.device)
+            self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+
+    # --- sampling -----------------------------------------------------------------
+    def collect(self, sampler: Sampler, iteration: int) -> Batch:
+        """Roll out all particles for one batch, seeded by ``(cfg.seed, iteration)``."""
+        cfg = self.cfg
+        seed = iteration_seed(cfg.seed, iteration)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        T_max = sampler.max_steps(cfg.steps_per_env, cfg.whole_episodes)
+        policy = self.policy
+        with torch.no_grad():
+            dense = policy.dense()
+            noise = policy.draw_noise((T_max, *policy.noise_shape(sampler.E)), policy.discrete, gen, self.device)
+            batch = sampler.collect(lambda obs, t: policy.sample(obs, noise[t], dense),
+                                    cfg.steps_per_env, whole_episodes=cfg.whole_episodes, seed=seed)
+        policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))
+        return batch
+
+    # --- update -------------------------------------------------------------------
+    def advantages(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+        """Advantages ``(T, M, E)`` for the policy and value targets (a2c) or None."""
+        cfg = self.cfg
+        if self.estimator == "reinforce":
+            adv = discounted_returns(batch.rewards, batch.done, cfg.discount)
+            targets = None
+        else:
+            with torch.no_grad():
+                T1, M, E, d = batch.obs.shape
+                obs = self.policy.obs_norm(batch.obs.permute(1, 0, 2, 3).reshape(M, T1 * E, d))
+                values = self.value(obs).view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
+            adv, targets = gae(batch.rewards, values, batch.terminated, batch.done, cfg.discount, cfg.gae_lambda)
+        if cfg.normalize_advantages:
+            adv = standardize(adv, batch.valid, axis=(0, 2))
+        return adv, targets
+
+    def update(self, batch: Batch, iteration: int) -> UpdateStats:
+        """One SVGD step of the policy particles (and value regression for a2c)."""
+        cfg = self.cfg
+        M = cfg.particles
+        adv, targets = self.advantages(batch)
+        # Compact each particle's valid steps into (M, n_max, ...) so the update skips the
+        # padding of reset steps and stopped envs.
+        valid = torch.as_tensor(batch.valid).permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
+        n_valid = valid.sum(1)
+        n_max = int(n_valid.max())
+        order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n_max]  # (M, n_max)
+        mask = torch.gather(valid, 1, order).to(self.device, torch.float32)
+        order = order.to(self.device)
+
+        def take(x: Tensor) -> Tensor:  # (T, M, E, ...) -> (M, n_max, ...)
+            x = x.to(self.device).transpose(0, 1).reshape(M, -1, *x.shape[3:])
+            idx = order.view(M, n_max, *([1] * (x.dim() - 2))).expand(M, n_max, *x.shape[2:])
+            return torch.gather(x, 1, idx)
+
+        T = batch.actions.shape[0]
+        obs = take(batch.obs[:T])
+        actions = take(batch.actions)
+        adv_t = take(torch.as_tensor(adv, dtype=torch.float32))
+        count = mask.sum(1).clamp_min(1.0)
+
+        # g_i = grad [ J(theta_i) / alpha + w log p(theta_i) ], all particles in one backward.
+        dense = self.policy.dense()
+        logp, entropy = self.policy.log_prob(obs, actions, dense)
+        surrogate = (logp * adv_t * mask).sum(1) / count  # (M,)
+        log_prior = self.policy.log_prior(self.prior)  # (M,)
+        log_target = surrogate / cfg.temperature + cfg.effective_prior_weight * log_prior
+        self.svgd.zero_grad()
+        (-log_target.sum()).backward()
+        self._check_finite([p.grad for p in self.policy.particle_parameters()], "gradient", iteration)
+        self._set_lr(iteration)
+        info = self.svgd.step()
+        self._check_finite(list(self.policy.particle_parameters()), "parameter", iteration)
+
+        value_loss = explained = None
+        if self.value is not None:
+            targets_t = take(torch.as_tensor(targets, dtype=torch.float32))
+            obs_n = self.policy.obs_norm(obs)
+            for _ in range(cfg.value_steps):
+                pred = self.value(obs_n).squeeze(-1)
+                loss = ((pred - targets_t).square() * mask).sum(1) / count
+                self.value_opt.zero_grad()
+                loss.sum().backward()
+                self.value_opt.step()
+            with torch.no_grad():
+                value_loss = float(loss.mean())
+                resid = ((targets_t - pred) * mask)
+                var_t = (((targets_t - (targets_t * mask).sum(1, keepdim=True) / count[:, None]) * mask).square().sum(1)
+                         / count)
+                explained = float((1 - resid.square().sum(1) / count / var_t.clamp_min(1e-8)).mean())
+
+        std = self.policy.log_std.exp().mean() if not self.policy.discrete else torch.tensor(float("nan"))
+        return UpdateStats(
+            surrogate=float(surrogate.mean()), log_prior=float(log_prior.mean()), entropy=float(entropy.mean()),
+            policy_std=float(std), bandwidth=float(info["bandwidth"]),
+            mean_pairwise_distance=float(info["mean_pairwise_distance"]), kernel_mean=float(info["kernel_mean"]),
+            value_loss=value_loss, explained_variance=explained,
+        )
+
+    def _set_lr(self, iteration: int) -> None:
+        cfg = self.cfg
+        lr = cfg.lr
+        if cfg.lr_halving_every > 0 and iteration >= cfg.lr_halving_start:
+            lr = cfg.lr * 0.5 ** ((iteration - cfg.lr_halving_start) // cfg.lr_halving_every + 1)
+        for group in self.svgd.optimizer.param_groups:
+            group["lr"] = lr
+
+    @staticmethod
+    def _check_finite(tensors: list[Tensor | None], what: str, iteration: int) -> None:
+        present = [t for t in tensors if t is not None]
+        ok = torch.isfinite(flatten(present)).all(1)
+        if not bool(ok.all()):
+            bad = torch.nonzero(~ok).flatten().tolist()
+            raise NonFiniteError(f"non-finite {what} at iteration {iteration} in particle(s) {bad}")
+
+    # --- state --------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        state = {"policy": self.policy.state_dict(), "svgd": self.svgd.state_dict()}
+        if self.value is not None:
+            state["value"] = self.value.state_dict()
+            state["value_opt"] = self.value_opt.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.svgd.load_state_dict(state["svgd"])
+        if self.value is not None:
+            self.value.load_state_dict(state["value"])
+            self.value_opt.load_state_dict(state["value_opt"])

@@ -1,0 +1,102 @@
+"""Command-line front ends of ``train.py`` and ``evaluate.py``.
+
+User errors (unknown algo/env/config key, invalid value, missing file) print one line
+``error: ...`` and exit with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from steinrl.algos import ALGOS
+
+EXIT_USAGE = 2
+EXIT_NONFINITE = 1
+EXIT_INTERRUPTED = 130
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    import envs
+    from steinrl.config import ConfigError
+
+    return (ConfigError, envs.UnknownEnvError, FileNotFoundError)
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """Run ``main`` mapping user errors to ``error: ...`` and exit code 2."""
+    try:
+        return main(argv)
+    except _user_errors() as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        print(f"error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description="Train M policy particles jointly by Stein variational policy gradient.",
+        epilog="Algorithms: " + ", ".join(ALGOS) + ". Envs: Cartpole, CartpoleSwingUp, DoublePendulum, "
+               "or any Gymnasium id (e.g. CartPole-v1, Pendulum-v1, InvertedDoublePendulum-v5).",
+    )
+    p.add_argument("--algo", help="<update>-<estimator>, e.g. s2vgd-a2c (default from config)")
+    p.add_argument("--env", help="task name (default CartpoleSwingUp)")
+    p.add_argument("--particles", type=int, help="number of particles M")
+    p.add_argument("--iterations", type=int, help="number of iterations")
+    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
+    p.add_argument("--device", help="torch device: cpu or cuda")
+    p.add_argument("--logdir", help="root of run directories (default runs)")
+    p.add_argument("--run-name", help="run directory name (default seed<seed>-<timestamp>)")
+    p.add_argument("--config", action="append", default=[], metavar="FILE", help="extra YAML config (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
+                   help="override any config key, e.g. --set lr=1e-3 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint (its own config)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    from steinrl.agent import NonFiniteError
+    from steinrl.config import ConfigError, parse_set, resolve_config
+    from steinrl.trainer import Trainer, TrainingInterrupted
+
+    args = train_parser().parse_args(argv)
+    flags = {
+        "algo": args.algo, "particles": args.particles, "iterations": args.iterations, "seed": args.seed,
+        "temperature": args.temperature, "device": args.device, "logdir": args.logdir, "run_name": args.run_name,
+    }
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    overrides.update(parse_set(args.set_))
+    if args.no_progress:
+        overrides["progress"] = False
+    if args.resume:
+        extra = sorted(set(overrides) - {"iterations", "progress"}) + (["--env"] if args.env else []) + (
+            ["--config"] if args.config else [])
+        if extra:
+            raise ConfigError(f"--resume continues a run with its saved config; cannot also set {', '.join(extra)} "
+                              "(only --iterations may change)")
+        trainer = Trainer(None, resume=args.resume, iterations=args.iterations)
+        if args.no_progress:
+            trainer.cfg.progress = False
+    else:
+        cfg = resolve_config(args.env, args.config, overrides)
+        trainer = Trainer(cfg)
+    print(f"run directory: {trainer.run_dir}", file=sys.stderr)
+    try:
+        run_dir = trainer.train()
+    except TrainingInterrupted as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except NonFiniteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NONFINITE
+    print(f"done: {run_dir}  (tensorboard --logdir {trainer.cfg.logdir}; python evaluate.py {run_dir})",
+          file=sys.stderr)
+    return 0
+
+
+def train_entry() -> None:
+    sys.exit(run_cli(train_main))

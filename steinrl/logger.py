@@ -1,0 +1,76 @@
+"""Run logging: TensorBoard scalars (SB3's key names), a ``metrics.jsonl`` copy, and hparams.
+
+The x-axis of every scalar is the iteration (the papers' figures are per iteration);
+``time/total_timesteps`` gives the env steps per particle so far.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+METRICS_NAME = "metrics.jsonl"
+
+
+class RunLogger:
+    """Writes one row of scalars per iteration to TensorBoard and ``metrics.jsonl``.
+
+    :param run_dir: the run directory.
+    :param start_iteration: first iteration this process logs; rows at or after it that
+        a previous (interrupted) process wrote are dropped, so a resumed run's curve is
+        the same as an uninterrupted one.
+    :param tensorboard: also write TensorBoard event files.
+    """
+
+    def __init__(self, run_dir: str | Path, start_iteration: int = 0, tensorboard: bool = True):
+        self.run_dir = Path(run_dir)
+        self.metrics_path = self.run_dir / METRICS_NAME
+        self._truncate(start_iteration)
+        self._file = open(self.metrics_path, "a")
+        self.writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=start_iteration or None)
+
+    def _truncate(self, start_iteration: int) -> None:
+        if not self.metrics_path.exists():
+            return
+        keep = [line for line in self.metrics_path.read_text().splitlines()
+                if line.strip() and json.loads(line)["iteration"] < start_iteration]
+        self.metrics_path.write_text("".join(line + "\n" for line in keep))
+
+    def log_hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
+        """Record the resolved config as TensorBoard hparams (in the run's own event file)."""
+        if self.writer is None:
+            return
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        clean = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in hparams.items()}
+        for summary in hparams_summary(clean, metrics):
+            self.writer.file_writer.add_summary(summary)
+
+    def log(self, iteration: int, scalars: dict[str, float]) -> None:
+        """Write one iteration's scalars (NaN/None values are skipped in TensorBoard)."""
+        row = {"iteration": iteration, **scalars}
+        self._file.write(json.dumps(row) + "\n")
+        self._file.flush()
+        if self.writer is not None:
+            for key, value in scalars.items():
+                if value is not None and value == value:
+                    self.writer.add_scalar(key, value, iteration)
+
+    def close(self) -> None:
+        self._file.close()
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of a run's ``metrics.jsonl``."""
+    path = Path(run_dir) / METRICS_NAME
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,171 @@
+"""Batched sampling: M particles x E envs stepped together, one policy call per step.
+
+Layout: the vector env holds ``N = M * E`` envs, particle-major (env ``n`` belongs to
+particle ``n // E``). Rollout storage is time-major ``(T, M, E, ...)``.
+
+Sampling follows the SVPG sampler: every env starts a fresh episode at the start of the
+batch; once an env has contributed ``steps_per_env`` valid steps it finishes the episode
+it is in and then stops (``whole_episodes=True``), so no episode is cut by the batch
+boundary and each particle gets at least ``E * steps_per_env`` steps. With
+``whole_episodes=False`` every env runs exactly ``steps_per_env`` steps and the episodes
+still running at the end are cut (their last step is neither terminated nor truncated).
+
+Vector envs use Gymnasium's next-step autoreset: the step after an episode ended only
+resets that env; it is stored but marked invalid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+from steinrl.policies import space_bounds
+
+#: ``act(obs (M, E, obs_dim), t) -> actions (M, E, action_dim) or (M, E)``
+ActFn = Callable[[Tensor, int], Tensor]
+
+
+@dataclass
+class Batch:
+    """One iteration's samples. ``T`` is the number of vector steps taken."""
+
+    obs: Tensor  # (T + 1, M, E, obs_dim) float32; obs[t + 1] follows step t (final obs if step t ended)
+    actions: Tensor  # (T, M, E, action_dim) float32, or (T, M, E) int64 for Discrete
+    rewards: np.ndarray  # (T, M, E) float32
+    terminated: np.ndarray  # (T, M, E) bool: a true terminal state (value 0)
+    done: np.ndarray  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
+    valid: np.ndarray  # (T, M, E) bool: a real transition of an active env
+    episode_returns: list[np.ndarray]  # per particle: undiscounted returns of its completed episodes
+    episode_lengths: list[np.ndarray]  # per particle: lengths of its completed episodes
+
+    @property
+    def num_steps(self) -> int:
+        """Valid env steps over all particles."""
+        return int(self.valid.sum())
+
+
+class Sampler:
+    """Steps a Gymnasium ``VectorEnv`` of ``M * E`` envs for a policy ensemble.
+
+    :param envs: vector env with ``num_envs == M * E`` and next-step autoreset.
+    :param num_particles: M.
+    :param envs_per_particle: E.
+    :param horizon: maximum episode length (bounds how long whole episodes can run).
+    :param device: torch device the policy lives on.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, num_particles: int, envs_per_particle: int,
+                 horizon: int, device: torch.device | str = "cpu"):
+        if envs.num_envs != num_particles * envs_per_particle:
+            raise ValueError(f"vector env has {envs.num_envs} envs, expected M*E = {num_particles * envs_per_particle}")
+        mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+        if mode != gym.vector.AutoresetMode.NEXT_STEP:
+            raise ValueError(f"steinrl needs next-step autoreset vector envs, got {mode}")
+        self.envs = envs
+        self.M, self.E = num_particles, envs_per_particle
+        self.horizon = horizon
+        self.device = torch.device(device)
+        space = envs.single_action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        self.bounds = space_bounds(space)
+        self.obs_dim = int(np.prod(envs.single_observation_space.shape))
+        self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
+        self._capacity = 0
+
+    def max_steps(self, steps_per_env: int, whole_episodes: bool) -> int:
+        """Upper bound on vector steps: each valid step may be followed by an invalid reset step."""
+        return 2 * (steps_per_env + self.horizon) if whole_episodes else steps_per_env
+
+    def _allocate(self, T: int) -> None:
+        if T <= self._capacity:
+            return
+        M, E, N = self.M, self.E, self.M * self.E
+        self._obs = torch.empty((T + 1, M, E, self.obs_dim), dtype=torch.float32, device=self.device)
+        if self.discrete:
+            self._act = torch.empty((T, M, E), dtype=torch.int64, device=self.device)
+        else:
+            self._act = torch.empty((T, M, E, self.action_dim), dtype=torch.float32, device=self.device)
+        self._rew = np.empty((T, N), dtype=np.float32)
+        self._term = np.empty((T, N), dtype=bool)
+        self._done = np.empty((T, N), dtype=bool)
+        self._valid = np.empty((T, N), dtype=bool)
+        self._capacity = T
+
+    def collect(self, act: ActFn, steps_per_env: int, *, whole_episodes: bool = True,
+                seed: int | None = None, store: bool = True) -> Batch:
+        """Run one batch and return it (views into preallocated buffers, valid until the next call).
+
+        :param act: the ensemble's action function (see :data:`ActFn`).
+        :param steps_per_env: valid steps each env contributes before it may stop.
+        :param seed: seed for ``envs.reset`` at the start of the batch.
+        :param store: keep observations and actions (training); off for evaluation.
+        """
+        M, E, N = self.M, self.E, self.M * self.E
+        T_max = self.max_steps(steps_per_env, whole_episodes)
+        self._allocate(T_max)
+        obs_np, _ = self.envs.reset(seed=seed)
+        active = np.ones(N, dtype=bool)
+        prev_done = np.zeros(N, dtype=bool)
+        count = np.zeros(N, dtype=np.int64)
+        ep_ret = np.zeros(N, dtype=np.float64)
+        ep_len = np.zeros(N, dtype=np.int64)
+        ended_env: list[np.ndarray] = []
+        ended_ret: list[np.ndarray] = []
+        ended_len: list[np.ndarray] = []
+        low_high = self.bounds
+        t = 0
+        for t in range(T_max):
+            obs = torch.as_tensor(obs_np, dtype=torch.float32).to(self.device, non_blocking=True).view(M, E, -1)
+            if store:
+                self._obs[t].copy_(obs)
+            a = act(obs, t)
+            if store:
+                self._act[t].copy_(a)
+            a_np = a.reshape(N, *a.shape[2:]).cpu().numpy()
+            if low_high is not None:
+                a_np = np.clip(a_np, low_high[0], low_high[1])
+            obs_np, rew, term, trunc, _ = self.envs.step(a_np)
+            done = term | trunc
+            valid = active & ~prev_done
+            self._rew[t] = rew
+            self._term[t] = term
+            self._done[t] = done
+            self._valid[t] = valid
+            ep_ret += rew * valid
+            ep_len += valid
+            count += valid
+            ended = done & valid
+            if ended.any():
+                idx = np.flatnonzero(ended)
+                ended_env.append(idx)
+                ended_ret.append(ep_ret[idx])
+                ended_len.append(ep_len[idx])
+                ep_ret[idx] = 0.0
+                ep_len[idx] = 0
+                if whole_episodes:
+                    active[idx[count[idx] >= steps_per_env]] = False
+                    if not active.any():
+                        break
+            prev_done = done
+        T = t + 1
+        if store:
+            self._obs[T].copy_(torch.as_tensor(obs_np, dtype=torch.float32).view(M, E, -1))
+        env_idx = np.concatenate(ended_env) if ended_env else np.zeros(0, dtype=np.int64)
+        rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
+        lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
+        particle = env_idx // E
+        return Batch(
+            obs=self._obs[: T + 1],
+            actions=self._act[:T],
+            rewards=self._rew[:T].reshape(T, M, E),
+            terminated=self._term[:T].reshape(T, M, E),
+            done=self._done[:T].reshape(T, M, E),
+            valid=self._valid[:T].reshape(T, M, E),
+            episode_returns=[rets[particle == i] for i in range(M)],
+            episode_lengths=[lens[particle == i] for i in range(M)],
+        )
