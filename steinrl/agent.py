@@ -179,8 +179,9 @@ class Agent:
 
         std = self.policy.log_std.exp().mean() if not self.policy.discrete else torch.tensor(float("nan"))
         return UpdateStats(
-            surrogate=float(surrogate.mean()), log_prior=float(log_prior.mean()), entropy=float(entropy.mean()),
-            policy_std=float(std), bandwidth=float(info["bandwidth"]),
+            surrogate=float(surrogate.detach().mean()), log_prior=float(log_prior.detach().mean()),
+            entropy=float(entropy.detach().mean()),
+            policy_std=float(std.detach()), bandwidth=float(info["bandwidth"]),
             mean_pairwise_distance=float(info["mean_pairwise_distance"]), kernel_mean=float(info["kernel_mean"]),
             value_loss=value_loss, explained_variance=explained,
         )

@@ -100,3 +100,56 @@ def train_main(argv: Sequence[str] | None = None) -> int:
 
 def train_entry() -> None:
     sys.exit(run_cli(train_main))
+
+
+def evaluate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description="Score trained runs (every particle and the ensemble), plot learning curves, record a video.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directory or checkpoint file (several for --plot)")
+    p.add_argument("--episodes", type=int, default=10, help="episodes per particle and per ensemble mode")
+    p.add_argument("--stochastic", action="store_true", help="sample actions instead of mean / arg-max")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    p.add_argument("--device", default="cpu", help="torch device")
+    p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json)")
+    p.add_argument("--plot", metavar="PNG", help="draw learning curves of all RUNs (mean ± std across seeds)")
+    p.add_argument("--key", default="rollout/ep_rew_max_particle", help="TensorBoard scalar to plot")
+    p.add_argument("--plot-only", action="store_true", help="only plot, do not run episodes")
+    p.add_argument("--video", metavar="FILE", help="record one episode (.mp4 needs imageio[ffmpeg]; .gif works)")
+    p.add_argument("--video-mode", default="best", choices=["best", "sample", "mean"],
+                   help="who acts in the video: the best particle, a sampled particle, or the mean action")
+    return p
+
+
+def evaluate_main(argv: Sequence[str] | None = None) -> int:
+    import json
+    from pathlib import Path
+
+    from steinrl.config import ConfigError
+    from steinrl.evaluation import evaluate, format_table, load_run, record_video
+    from steinrl.plotting import plot_runs
+
+    args = evaluate_parser().parse_args(argv)
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.plot:
+        plot_runs(args.runs, args.plot, key=args.key)
+        print(f"wrote {args.plot}")
+    if args.plot_only:
+        return 0
+    if len(args.runs) > 1 and (args.json or args.video):
+        raise ConfigError("--json and --video take a single RUN")
+    for run in args.runs:
+        cfg, policy, ckpt = load_run(run, device=args.device)
+        result = evaluate(cfg, policy, args.episodes, deterministic=not args.stochastic, seed=args.seed)
+        result["checkpoint"] = str(ckpt)
+        print(format_table(result))
+        out = Path(args.json) if args.json else ckpt.parent / "evaluation.json"
+        out.write_text(json.dumps(result, indent=2))
+        print(f"wrote {out}")
+        if args.video:
+            best = int(result["best_particle"].split()[-1])
+            record_video(cfg, policy, args.video, mode=args.video_mode, particle=best, seed=args.seed)
+            print(f"wrote {args.video}")
+    return 0

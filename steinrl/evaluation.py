@@ -1,0 +1,247 @@
+"""Scoring trained ensembles: load a run, act as one policy, run whole episodes, plot curves.
+
+Acting modes of an ensemble (:class:`EnsembleActor`):
+
+- ``particle``: one fixed particle (``particle=i``);
+- ``sample``: a particle drawn at random at the start of each episode (Thompson-style);
+- ``mean``: the particles' mean action (Box) or their mean action probabilities (Discrete).
+
+Each is deterministic (a particle's mean action / arg-max) or stochastic (its sampled action).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import envs
+from steinrl.agent import build_policy
+from steinrl.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from steinrl.config import Config, ConfigError, apply_overrides, read_run_config
+from steinrl.policies import EnsemblePolicy
+from steinrl.rollout import Sampler
+
+ACT_MODES = ("particle", "sample", "mean")
+
+
+def load_run(path: str | Path, device: str = "cpu") -> tuple[Config, EnsemblePolicy, Path]:
+    """Load ``(config, policy, checkpoint path)`` from a run directory or a checkpoint file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no run directory or checkpoint at {path}")
+    ckpt_path = path / CHECKPOINT_NAME if path.is_dir() else path
+    state = load_checkpoint(ckpt_path, map_location=device)
+    cfg_file = ckpt_path.parent / "config.yaml"
+    if cfg_file.is_file():
+        cfg = read_run_config(cfg_file)
+    else:
+        cfg = apply_overrides(Config(), state["config"], str(ckpt_path)).validate()
+    cfg.device = device
+    single = envs.make(cfg.env)
+    policy = build_policy(cfg, single.observation_space, single.action_space).to(device)
+    single.close()
+    policy.load_state_dict(state["agent"]["policy"])
+    policy.eval()
+    return cfg, policy, ckpt_path
+
+
+class EnsembleActor:
+    """An :class:`EnsemblePolicy` acting as one policy on a flat batch of observations.
+
+    :param policy: the trained ensemble.
+    :param mode: ``particle``, ``sample`` or ``mean`` (see module docstring).
+    :param particle: the particle used in ``particle`` mode.
+    :param deterministic: mean action / arg-max instead of a sampled action.
+    :param seed: seeds the particle draws (``sample``) and the action noise.
+    """
+
+    def __init__(self, policy: EnsemblePolicy, mode: str = "sample", particle: int = 0,
+                 deterministic: bool = True, seed: int | None = None):
+        if mode not in ACT_MODES:
+            raise ValueError(f"unknown acting mode {mode!r}; choices: {', '.join(ACT_MODES)}")
+        if not 0 <= particle < policy.num_particles:
+            raise ValueError(f"particle must be in [0, {policy.num_particles}), got {particle}")
+        self.policy, self.mode, self.particle, self.deterministic = policy, mode, particle, deterministic
+        device = next(policy.parameters()).device
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(int(seed) if seed is not None else int(torch.seed() & 0x7FFFFFFF))
+        self.assigned: Tensor | None = None  # (B,) particle per env in ``sample`` mode
+
+    def reset(self, starting: np.ndarray | Tensor | None = None, batch_size: int | None = None) -> None:
+        """Draw a new particle for the envs whose episode starts (``starting`` (B,) bool; None = all)."""
+        if self.mode != "sample":
+            return
+        M = self.policy.num_particles
+        device = self.generator.device
+        if starting is None or self.assigned is None or len(self.assigned) != len(starting):
+            n = batch_size if starting is None else len(starting)
+            self.assigned = torch.randint(M, (n,), generator=self.generator, device=device)
+            return
+        starting = torch.as_tensor(starting, dtype=torch.bool, device=device)
+        fresh = torch.randint(M, (len(starting),), generator=self.generator, device=device)
+        self.assigned = torch.where(starting, fresh, self.assigned)
+
+    @torch.no_grad()
+    def act(self, obs: Tensor) -> Tensor:
+        """Actions ``(B, action_dim)`` (Box) or ``(B,)`` (Discrete) for raw observations ``(B, obs_dim)``."""
+        policy = self.policy
+        B = obs.shape[0]
+        if self.mode == "particle":
+            noise = None if self.deterministic else policy.draw_noise(
+                (1, B, policy.action_dim), policy.discrete, self.generator, obs.device)
+            return _SingleParticle(policy, self.particle).sample(obs, noise)
+        head = policy.head(obs, None)  # (M, B, A): every particle on the shared batch
+        if self.mode == "sample":
+            if self.assigned is None or len(self.assigned) != B:
+                self.reset(batch_size=B)
+            pick = head[self.assigned, torch.arange(B, device=obs.device)]  # (B, A)
+            if policy.discrete:
+                if not self.deterministic:
+                    pick = pick + policy.draw_noise(pick.shape, True, self.generator, obs.device)
+                return pick.argmax(-1)
+            if self.deterministic:
+                return pick
+            std = policy.log_std.exp()[self.assigned]
+            return pick + std * torch.randn(pick.shape, generator=self.generator, device=obs.device)
+        # mean
+        if policy.discrete:
+            probs = torch.softmax(head, -1).mean(0)  # (B, A)
+            if self.deterministic:
+                return probs.argmax(-1)
+            return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        if self.deterministic:
+            return head.mean(0)
+        noise = torch.randn(head.shape, generator=self.generator, device=obs.device)
+        return (head + policy.log_std.exp().unsqueeze(1) * noise).mean(0)
+
+
+class _SingleParticle:
+    """Particle ``i`` of an ensemble, acting on a flat batch."""
+
+    def __init__(self, policy: EnsemblePolicy, i: int):
+        self.policy, self.i = policy, i
+
+    def sample(self, obs: Tensor, noise: Tensor | None) -> Tensor:
+        dense = [(W[self.i: self.i + 1], b[self.i: self.i + 1]) for W, b in self.policy.dense()]
+        out = self.policy.net(self.policy.obs_norm(obs).unsqueeze(0), dense)[0]  # (B, A)
+        if self.policy.discrete:
+            return (out if noise is None else out + noise[0]).argmax(-1)
+        if noise is None:
+            return out
+        return out + self.policy.log_std[self.i].exp() * noise[0]
+
+
+def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
+                 deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
+    """Run ``episodes`` whole episodes per particle (``per-particle``) or for the ensemble.
+
+    :param mode: ``per-particle``, or an :class:`EnsembleActor` mode (``sample``, ``mean``).
+    :return: ``{"returns": list, "lengths": list}``; for ``per-particle`` one list per particle.
+    """
+    M = policy.num_particles
+    device = next(policy.parameters()).device
+    with torch.no_grad():
+        if mode == "per-particle":
+            venv = envs.make_vec(cfg.env, M * episodes, max_episode_steps=cfg.horizon)
+            sampler = Sampler(venv, M, episodes, cfg.horizon, device)
+            gen = torch.Generator(device=device).manual_seed(seed)
+            dense = policy.dense()
+
+            def act(obs: Tensor, t: int) -> Tensor:
+                noise = None if deterministic else policy.draw_noise(
+                    policy.noise_shape(episodes), policy.discrete, gen, device)
+                return policy.sample(obs, noise, dense)
+
+            batch = sampler.collect(act, 1, whole_episodes=True, seed=seed, store=False)
+            venv.close()
+            return {"returns": [r.tolist() for r in batch.episode_returns],
+                    "lengths": [n.tolist() for n in batch.episode_lengths]}
+        actor = EnsembleActor(policy, mode=mode, deterministic=deterministic, seed=seed)
+        actor.reset(batch_size=episodes)
+        venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.horizon)
+        sampler = Sampler(venv, 1, episodes, cfg.horizon, device)
+        batch = sampler.collect(lambda obs, t: actor.act(obs[0]).unsqueeze(0), 1,
+                                whole_episodes=True, seed=seed, store=False)
+        venv.close()
+        return {"returns": batch.episode_returns[0].tolist(), "lengths": batch.episode_lengths[0].tolist()}
+
+
+def evaluate(cfg: Config, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
+             seed: int = 0) -> dict[str, Any]:
+    """Scores of every particle and of the ensemble (sampled particle, mean action)."""
+    if episodes < 1:
+        raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    per = run_episodes(cfg, policy, episodes, mode="per-particle", deterministic=deterministic, seed=seed)
+    rows = []
+    for i, (rets, lens) in enumerate(zip(per["returns"], per["lengths"])):
+        rows.append({"who": f"particle {i}", "mean": float(np.mean(rets)), "std": float(np.std(rets)),
+                     "min": float(np.min(rets)), "max": float(np.max(rets)), "mean_length": float(np.mean(lens)),
+                     "episodes": len(rets)})
+    for mode in ("sample", "mean"):
+        res = run_episodes(cfg, policy, episodes, mode=mode, deterministic=deterministic, seed=seed)
+        rets = res["returns"]
+        rows.append({"who": f"ensemble ({mode})", "mean": float(np.mean(rets)), "std": float(np.std(rets)),
+                     "min": float(np.min(rets)), "max": float(np.max(rets)),
+                     "mean_length": float(np.mean(res["lengths"])), "episodes": len(rets)})
+    best = max(rows[:-2], key=lambda r: r["mean"])
+    return {"env": cfg.env, "algo": cfg.algo, "episodes_per_row": episodes, "deterministic": deterministic,
+            "seed": seed, "rows": rows, "best_particle": best["who"],
+            "max_particle_mean": best["mean"]}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """A plain-text table of :func:`evaluate`'s rows."""
+    head = f"{'policy':<18} {'mean':>10} {'std':>9} {'min':>10} {'max':>10} {'len':>7} {'eps':>5}"
+    lines = [f"{result['algo']} on {result['env']} ({'deterministic' if result['deterministic'] else 'stochastic'}"
+             f" actions, seed {result['seed']})", head, "-" * len(head)]
+    for r in result["rows"]:
+        lines.append(f"{r['who']:<18} {r['mean']:>10.2f} {r['std']:>9.2f} {r['min']:>10.2f} {r['max']:>10.2f} "
+                     f"{r['mean_length']:>7.1f} {r['episodes']:>5d}")
+    return "\n".join(lines)
+
+
+def record_video(cfg: Config, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
+                 particle: int = 0, seed: int = 0, fps: int | None = None) -> int:
+    """Record one deterministic episode to ``out`` (.gif via Pillow; .mp4 via imageio[ffmpeg]).
+
+    :param mode: ``best`` (particle ``particle``), ``sample`` or ``mean``.
+    :return: the number of frames written.
+    """
+    out = Path(out)
+    env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.horizon)
+    actor = EnsembleActor(policy, mode="particle" if mode == "best" else mode, particle=particle, seed=seed)
+    actor.reset(batch_size=1)
+    device = next(policy.parameters()).device
+    obs, _ = env.reset(seed=seed)
+    frames = [env.render()]
+    done = False
+    while not done:
+        a = actor.act(torch.as_tensor(obs, dtype=torch.float32, device=device).unsqueeze(0))[0].cpu().numpy()
+        if a.ndim == 0:
+            a = int(a)
+        elif hasattr(env.action_space, "low"):
+            a = np.clip(a, env.action_space.low, env.action_space.high)
+        obs, _, term, trunc, _ = env.step(a)
+        frames.append(env.render())
+        done = term or trunc
+    fps = fps or env.metadata.get("render_fps", 30)
+    env.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(out, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+    else:
+        try:
+            import imageio.v2 as imageio
+
+            imageio.mimsave(out, frames, fps=fps)
+        except (ImportError, ValueError, RuntimeError) as exc:
+            raise ConfigError(f"cannot write {out.suffix} video ({exc}); install imageio[ffmpeg] "
+                              "(pip install 'imageio[ffmpeg]') or use a .gif file name") from None
+    return len(frames)
