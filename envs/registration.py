@@ -1,0 +1,99 @@
+"""Gymnasium registration of the steinrl tasks and name resolution for the CLI.
+
+Executed on ``import envs``. Our tasks are registered as ``steinrl/<Name>-v0`` with a
+single-env ``entry_point`` and a ``vector_entry_point``; any other Gymnasium id (e.g.
+``"CartPole-v1"``, ``"InvertedDoublePendulum-v5"``) is passed through to Gymnasium.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import gymnasium as gym
+
+from envs.core import DEFAULT_MAX_EPISODE_STEPS
+
+NAMESPACE = "steinrl"
+
+#: Short task name -> registered Gymnasium id.
+SHORT_NAMES: dict[str, str] = {
+    "Cartpole": f"{NAMESPACE}/Cartpole-v0",
+    "CartpoleSwingUp": f"{NAMESPACE}/CartpoleSwingUp-v0",
+    "DoublePendulum": f"{NAMESPACE}/DoublePendulum-v0",
+}
+
+_ENTRY_POINTS: dict[str, tuple[str, str]] = {
+    "Cartpole": ("envs.cartpole:CartpoleEnv", "envs.cartpole:CartpoleVectorEnv"),
+    "CartpoleSwingUp": ("envs.cartpole:CartpoleSwingUpEnv", "envs.cartpole:CartpoleSwingUpVectorEnv"),
+    "DoublePendulum": (
+        "envs.double_pendulum:DoublePendulumEnv",
+        "envs.double_pendulum:DoublePendulumVectorEnv",
+    ),
+}
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an env name that is neither a steinrl short name / id nor a registered
+    Gymnasium id."""
+
+
+def register_envs() -> None:
+    """Register the three tasks with Gymnasium (idempotent)."""
+    for short, env_id in SHORT_NAMES.items():
+        if env_id in gym.registry:
+            continue
+        entry_point, vector_entry_point = _ENTRY_POINTS[short]
+        gym.register(
+            id=env_id,
+            entry_point=entry_point,
+            vector_entry_point=vector_entry_point,
+            max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
+        )
+
+
+def is_steinrl_env(name: str) -> bool:
+    """True for a steinrl short name (``"Cartpole"``) or id (``"steinrl/Cartpole-v0"``)."""
+    return name in SHORT_NAMES or name in SHORT_NAMES.values()
+
+
+def resolve_env_id(name: str) -> str:
+    """Gymnasium id for ``name``: a short name maps to ``steinrl/<Name>-v0``; our ids and
+    any id in ``gymnasium.registry`` pass through.
+
+    :raises UnknownEnvError: anything else (the message lists the valid names).
+    """
+    if name in SHORT_NAMES:
+        return SHORT_NAMES[name]
+    if name in gym.registry:
+        return name
+    candidates = list(SHORT_NAMES) + list(gym.registry)
+    close = difflib.get_close_matches(str(name), candidates, n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise UnknownEnvError(
+        f"Unknown environment {name!r}.{hint} Valid short names: {', '.join(SHORT_NAMES)} "
+        f"(ids {', '.join(SHORT_NAMES.values())}); any id registered with Gymnasium "
+        "(e.g. 'CartPole-v1', 'Pendulum-v1', 'InvertedDoublePendulum-v5') also works."
+    )
+
+
+def make_vec(
+    name: str, num_envs: int, *, vectorization_mode: str | None = None, **kwargs: Any
+) -> gym.vector.VectorEnv:
+    """Vector env of ``num_envs`` copies of ``name`` (short name or any Gymnasium id).
+
+    Our tasks use their native numpy vector env (``vectorization_mode=
+    "vector_entry_point"`` unless overridden); other ids default to ``"sync"``. ``kwargs``
+    go to the env constructor (e.g. ``max_episode_steps``, ``render_mode``).
+    """
+    env_id = resolve_env_id(name)
+    default_mode = "vector_entry_point" if is_steinrl_env(env_id) else "sync"
+    return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization_mode or default_mode, **kwargs)
+
+
+def make(name: str, **kwargs: Any) -> gym.Env:
+    """Single env for ``name`` (short name or any Gymnasium id) through ``gymnasium.make``."""
+    return gym.make(resolve_env_id(name), **kwargs)
+
+
+register_envs()
