@@ -7,8 +7,9 @@ Sampling follows the SVPG sampler: every env starts a fresh episode at the start
 batch; once an env has contributed ``steps_per_env`` valid steps it finishes the episode
 it is in and then stops (``whole_episodes=True``), so no episode is cut by the batch
 boundary and each particle gets at least ``E * steps_per_env`` steps. With
-``whole_episodes=False`` every env runs exactly ``steps_per_env`` steps and the episodes
-still running at the end are cut (their last step is neither terminated nor truncated).
+``whole_episodes=False`` the vector env takes exactly ``steps_per_env`` steps (reset steps
+included) and the episodes still running at the end are cut (their last step is neither
+terminated nor truncated).
 
 Vector envs use Gymnasium's next-step autoreset: the step after an episode ended only
 resets that env; it is stored but marked invalid.

@@ -137,7 +137,7 @@ class Trainer:
             self.agent.load_state_dict(state["agent"])
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, self.run_dir / CONFIG_NAME, extra={
-            "steinrl_version": steinrl.__version__, "torch_version": torch.__version__,
+            "steinrl_version": steinrl.__version__, "torch_version": str(torch.__version__),
             "gymnasium_version": gymnasium.__version__, "python": sys.version.split()[0],
             "command": " ".join(sys.argv),
         })

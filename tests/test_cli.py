@@ -1,0 +1,115 @@
+"""train.py / evaluate.py as a user runs them: errors exit 2 with one clear line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_script
+
+TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
+        "--no-progress"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--algo", "svgd-ppo"], "unknown algo 'svgd-ppo'; valid algos: svgd-reinforce, svgd-a2c"),
+    (["--env", "CartpoleSwingup"], "CartpoleSwingUp"),
+    (["--set", "learning_rate=1e-3"], "unknown config key 'learning_rate' in the command line"),
+    (["--particles", "0"], "particles must be >= 1, got 0"),
+    (["--set", "lr=-0.1"], "lr must be a positive number, got -0.1"),
+    (["--set", "discount=yes"], "config key 'discount' in the command line must be float"),
+    (["--config", "does/not/exist.yaml"], "config file not found: does/not/exist.yaml"),
+    (["--resume", "runs/nope"], "cannot resume: runs/nope has no config.yaml"),
+    (["--device", "cuda:0"], "CUDA is not available"),
+])
+def test_train_user_errors_exit_2(tmp_path, args, message):
+    if "cuda" in args[-1]:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("CUDA is available here")
+    logdir = [] if "--resume" in args else ["--logdir", str(tmp_path)]
+    proc = run_script("train.py", *args, *logdir, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_yaml_key_names_key_and_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("particles: 4\ntemprature: 3\n")
+    proc = run_script("train.py", "--config", str(bad), "--logdir", str(tmp_path))
+    assert proc.returncode == 2
+    assert f"unknown config key 'temprature' in {bad} (did you mean 'temperature'?)" in proc.stderr
+
+
+def test_unknown_env_lists_short_names(tmp_path):
+    proc = run_script("train.py", "--env", "NoSuchTask-v9", "--logdir", str(tmp_path))
+    assert proc.returncode == 2
+    for name in ("Cartpole", "CartpoleSwingUp", "DoublePendulum"):
+        assert name in proc.stderr
+
+
+def test_train_then_evaluate_table_json_png(tmp_path):
+    proc = run_script("train.py", "--algo", "s2vgd-a2c", "--env", "Cartpole", "--iterations", "2", *TINY,
+                      "--logdir", str(tmp_path), "--run-name", "r0")
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "Cartpole" / "s2vgd-a2c" / "r0"
+    cfg_text = (run / "config.yaml").read_text()
+    assert "steinrl_version" in cfg_text and "algo: s2vgd-a2c" in cfg_text
+    assert list(run.glob("events.out.tfevents.*"))
+    # a second seed so the plot has a band
+    proc = run_script("train.py", "--algo", "s2vgd-a2c", "--env", "Cartpole", "--iterations", "2", "--seed", "1",
+                      *TINY, "--logdir", str(tmp_path), "--run-name", "r1")
+    assert proc.returncode == 0, proc.stderr
+    png = tmp_path / "curves.png"
+    proc = run_script("evaluate.py", str(run), "--episodes", "3", "--plot", str(png))
+    assert proc.returncode == 0, proc.stderr
+    assert "particle 0" in proc.stdout and "ensemble (sample)" in proc.stdout and "ensemble (mean)" in proc.stdout
+    result = json.loads((run / "evaluation.json").read_text())
+    assert len(result["rows"]) == 2 + 2 and all(r["episodes"] == 3 for r in result["rows"])
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+    proc = run_script("evaluate.py", str(tmp_path / "Cartpole"), "--plot", str(png), "--plot-only")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_script("evaluate.py", str(tmp_path / "missing"))
+    assert proc.returncode == 2 and "no run directory or checkpoint" in proc.stderr
+
+
+def test_evaluate_video_gif(tmp_path):
+    proc = run_script("train.py", "--env", "Cartpole", "--iterations", "1", *TINY, "--logdir", str(tmp_path),
+                      "--run-name", "r")
+    assert proc.returncode == 0, proc.stderr
+    gif = tmp_path / "ep.gif"
+    proc = run_script("evaluate.py", str(tmp_path / "Cartpole" / "s2vgd-a2c" / "r"), "--episodes", "1",
+                      "--video", str(gif))
+    assert proc.returncode == 0, proc.stderr
+    assert gif.read_bytes()[:3] == b"GIF"
+
+
+def test_ctrl_c_saves_and_resume_finishes(tmp_path):
+    run = tmp_path / "CartpoleSwingUp" / "s2vgd-a2c" / "r"
+    cmd = [sys.executable, str(ROOT / "train.py"), "--iterations", "100000", *TINY, "--logdir", str(tmp_path),
+           "--run-name", "r"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "checkpoint saved" in err and "Traceback" not in err
+    import torch
+
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    done = state["iteration"]
+    assert done >= 2
+    assert sum(1 for _ in open(metrics)) == done
+    proc = run_script("train.py", "--resume", str(run), "--iterations", str(done + 2), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert sum(1 for _ in open(metrics)) == done + 2

@@ -1,0 +1,63 @@
+"""GAE and returns-to-go against hand computations (as SB3's tests/test_gae.py)."""
+
+import numpy as np
+import pytest
+
+from steinrl.estimators import discounted_returns, gae, standardize
+
+
+def test_returns_to_go_by_hand():
+    r = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    done = np.array([False, True, False, False, False])  # episode 1: steps 0-1; episode 2 cut at the end
+    g = discounted_returns(r, done, gamma=0.5)
+    expected = [1 + 0.5 * 2, 2, 3 + 0.5 * 4 + 0.25 * 5, 4 + 0.5 * 5, 5]
+    np.testing.assert_allclose(g, expected)
+
+
+def test_gae_terminal_truncated_and_cut():
+    gamma, lam = 0.9, 0.8
+    r = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    v = np.array([0.5, 0.4, 0.3, 0.2, 0.1, 0.7, 0.6])  # values[t + 1] follows step t
+    term = np.array([False, True, False, False, False, False])
+    trunc = np.array([False, False, False, True, False, False])
+    done = term | trunc
+    adv, ret = gae(r, v, term, done, gamma, lam)
+    # hand computation, step by step
+    d0 = r[0] + gamma * v[1] - v[0]
+    d1 = r[1] + 0.0 - v[1]                      # terminal: next value ignored
+    d2 = r[2] + gamma * v[3] - v[2]
+    d3 = r[3] + gamma * v[4] - v[3]             # truncated: bootstrap from the final obs' value
+    d4 = r[4] + gamma * v[5] - v[4]
+    d5 = r[5] + gamma * v[6] - v[5]             # cut at the batch end: bootstrap
+    a1 = d1
+    a0 = d0 + gamma * lam * a1
+    a3 = d3
+    a2 = d2 + gamma * lam * a3
+    a5 = d5
+    a4 = d4 + gamma * lam * a5
+    np.testing.assert_allclose(adv, [a0, a1, a2, a3, a4, a5], rtol=1e-12)
+    np.testing.assert_allclose(ret, adv + v[:6], rtol=1e-12)
+
+
+def test_gae_lambda_one_equals_discounted_return_minus_value():
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=(7, 3))
+    v = rng.normal(size=(8, 3))
+    term = np.zeros((7, 3), bool)
+    term[6] = True  # every column terminates at the last step
+    adv, _ = gae(r, v, term, term, gamma=0.95, lam=1.0)
+    g = discounted_returns(r, term, gamma=0.95)
+    np.testing.assert_allclose(adv, g - v[:7], rtol=1e-10, atol=1e-12)
+
+
+def test_standardize_per_particle_ignores_masked_entries():
+    x = np.array([[[1.0, 100.0], [3.0, -50.0]], [[5.0, 7.0], [9.0, 11.0]]])  # (T=2, M=2, E=2)
+    mask = np.array([[[True, False], [True, True]], [[True, False], [True, True]]])
+    z = standardize(x, mask, axis=(0, 2))
+    p0 = np.array([1.0, 5.0])
+    np.testing.assert_allclose(z[:, 0, 0], (p0 - p0.mean()) / p0.std(), rtol=1e-6)
+    assert np.all(z[:, 0, 1] == 0.0)
+    for m in range(2):
+        vals = z[:, m][mask[:, m]]
+        assert vals.mean() == pytest.approx(0.0, abs=1e-9)
+        assert vals.std() == pytest.approx(1.0, rel=1e-6)

@@ -1,0 +1,78 @@
+"""The batched sampler against a naive one-env-at-a-time loop."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from steinrl.rollout import Sampler
+
+M, E, BUDGET, HORIZON = 3, 2, 40, 60
+
+
+def policy_action(obs: np.ndarray, particle: int) -> int:
+    """A deterministic, particle-dependent CartPole policy (some short, some long episodes)."""
+    return int(obs[2] + (0.3 * particle - 0.3) * obs[3] > 0.0)
+
+
+def naive_episodes(seed: int, whole: bool):
+    """Per env: run single envs one step at a time, exactly as the sampler's contract says."""
+    out = {}
+    for n in range(M * E):
+        env = gym.make("CartPole-v1", max_episode_steps=HORIZON)
+        obs, _ = env.reset(seed=seed + n)
+        rets, steps, vector_steps, ep_ret = [], 0, 0, 0.0
+        while True:
+            obs, r, term, trunc, _ = env.step(policy_action(obs, n // E))
+            ep_ret += r
+            steps += 1
+            vector_steps += 1
+            if term or trunc:
+                rets.append(ep_ret)
+                ep_ret = 0.0
+                if whole and steps >= BUDGET:
+                    break
+                obs, _ = env.reset()
+                vector_steps += 1  # next-step autoreset spends one vector step on the reset
+            if not whole and vector_steps >= BUDGET:
+                break
+        out[n] = (rets, steps)
+    return out
+
+
+def act(obs: torch.Tensor, t: int) -> torch.Tensor:
+    o = obs.numpy()
+    return torch.tensor([[policy_action(o[m, e], m) for e in range(E)] for m in range(M)])
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_sampler_matches_naive_loop(whole):
+    venv = gym.make_vec("CartPole-v1", M * E, vectorization_mode="sync", max_episode_steps=HORIZON)
+    sampler = Sampler(venv, M, E, HORIZON)
+    batch = sampler.collect(act, BUDGET, whole_episodes=whole, seed=123)
+    ref = naive_episodes(123, whole)
+    for m in range(M):
+        expected = sorted(r for n in range(m * E, (m + 1) * E) for r in ref[n][0])
+        assert sorted(batch.episode_returns[m].tolist()) == expected
+        steps = sum(ref[n][1] for n in range(m * E, (m + 1) * E))
+        assert batch.valid[:, m].sum() == steps
+        if whole:
+            assert steps >= E * BUDGET
+            # whole episodes: every valid step belongs to a completed episode
+            assert batch.episode_lengths[m].sum() == steps
+            assert batch.rewards[:, m][batch.valid[:, m]].sum() == pytest.approx(sum(expected))
+    if not whole:
+        assert batch.actions.shape[0] == BUDGET
+    # the step after an episode end is a reset step and never valid
+    after_done = np.zeros_like(batch.done)
+    after_done[1:] = batch.done[:-1]
+    assert not np.any(batch.valid & after_done)
+    # obs[t + 1] after a valid non-final step is the next step's observation (the stored layout)
+    venv.close()
+
+
+def test_sampler_rejects_wrong_env_count():
+    venv = gym.make_vec("CartPole-v1", 5, vectorization_mode="sync")
+    with pytest.raises(ValueError, match="M\\*E"):
+        Sampler(venv, 3, 2, 100)
+    venv.close()
