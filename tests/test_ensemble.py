@@ -1,0 +1,161 @@
+"""Batched ensemble forward against M separate torch modules."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from steinrl.ensemble import EnsembleMLP, mlp_forward
+from steinrl.priors import GaussianPrior, InvGammaPrior
+
+LAYER_CONFIGS = [
+    ("gaussian", None),
+    ("householder", {"K": 1}),
+    ("householder", {"K": 0}),
+    ("kronecker", None),
+]
+REF_ACT = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "identity": lambda x: x}
+
+
+def make(layer, layer_kwargs, activation="tanh", dtype=torch.float64, M=5):
+    torch.manual_seed(0)
+    net = EnsembleMLP(M, 4, (25, 10), 3, activation=activation, layer=layer, layer_kwargs=layer_kwargs)
+    net = net.to(dtype)
+    with torch.no_grad():  # non-zero biases so they are checked too
+        for lyr in net.layers:
+            lyr.bias.normal_(0.0, 0.1)
+    return net
+
+
+def independent_linears(net, i):
+    """Particle i rebuilt from freshly constructed nn.Linear layers with copied weights."""
+    layers = []
+    with torch.no_grad():
+        for W, b in net.dense():
+            lin = nn.Linear(W.shape[1], W.shape[2], dtype=W.dtype)
+            lin.weight.copy_(W[i].T)
+            lin.bias.copy_(b[i])
+            layers.append(lin)
+    return layers
+
+
+def run_linears(layers, x, act):
+    for k, lin in enumerate(layers):
+        x = lin(x)
+        if k < len(layers) - 1:
+            x = act(x)
+    return x
+
+
+@pytest.mark.parametrize("layer,layer_kwargs", LAYER_CONFIGS)
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-6)])
+def test_batched_forward_equals_separate_modules(layer, layer_kwargs, dtype, tol):
+    M, B = 5, 7
+    net = make(layer, layer_kwargs, dtype=dtype, M=M)
+    x_per = torch.randn(M, B, 4, dtype=dtype)
+    x_shared = torch.randn(B, 4, dtype=dtype)
+    with torch.no_grad():
+        y_per = net(x_per)
+        y_shared = net(x_shared)
+        assert y_per.shape == (M, B, 3) and y_shared.shape == (M, B, 3) and y_per.dtype == dtype
+        for i in range(M):
+            module = net.particle_module(i)
+            assert isinstance(module, nn.Sequential)
+            assert all(isinstance(m, (nn.Linear, nn.Tanh)) for m in module)
+            torch.testing.assert_close(y_per[i], module(x_per[i]), rtol=0, atol=tol)
+            torch.testing.assert_close(y_shared[i], module(x_shared), rtol=0, atol=tol)
+            linears = independent_linears(net, i)
+            torch.testing.assert_close(y_per[i], run_linears(linears, x_per[i], torch.tanh), rtol=0, atol=tol)
+            torch.testing.assert_close(y_shared[i], run_linears(linears, x_shared, torch.tanh), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "identity"])
+def test_activations_and_in_place_gradients(activation):
+    """The in-place activations give the same outputs and gradients as out-of-place ones."""
+    net = make("householder", {"K": 1}, activation=activation)
+    x = torch.randn(5, 6, 4, dtype=torch.float64)
+    dense = net.dense()
+    y = net(x, dense)
+    ref_y = x
+    for k, (W, b) in enumerate(dense):
+        ref_y = ref_y @ W + b[:, None, :]
+        if k < len(dense) - 1:
+            ref_y = REF_ACT[activation](ref_y)
+    torch.testing.assert_close(y, ref_y, rtol=1e-12, atol=1e-12)
+    params = list(net.parameters())
+    g = torch.autograd.grad(y.square().sum(), params, retain_graph=True)
+    g_ref = torch.autograd.grad(ref_y.square().sum(), params)
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    i = 2
+    torch.testing.assert_close(y[i].detach(), net.particle_module(i)(x[i]), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("layer,layer_kwargs", LAYER_CONFIGS)
+def test_gradients_reach_structured_parameters(layer, layer_kwargs):
+    net = make(layer, layer_kwargs)
+    dense = net.dense()  # materialised once, reused for several "steps"
+    loss = sum(net(torch.randn(5, 3, 4, dtype=torch.float64), dense).square().sum() for _ in range(3))
+    loss.backward()
+    for name, p in net.named_parameters():
+        g = torch.tril(p.grad, -1) if name.endswith((".A", ".B")) else p.grad
+        assert g is not None and torch.isfinite(g).all() and (g != 0).any(), name
+
+
+def test_extra_batch_dims_and_dense_reuse():
+    net = make("kronecker", None)
+    x = torch.randn(5, 6, 2, 4, dtype=torch.float64)  # M T E in
+    y = net(x)
+    assert y.shape == (5, 6, 2, 3)
+    torch.testing.assert_close(y, net(x.reshape(5, 12, 4)).reshape(5, 6, 2, 3))
+    dense = net.dense()
+    torch.testing.assert_close(net(x, dense), y)
+    torch.testing.assert_close(mlp_forward(dense, x, "tanh"), y)
+    with pytest.raises(ValueError, match="M=5"):
+        net(torch.randn(4, 3, 4, dtype=torch.float64))
+    with pytest.raises(ValueError):
+        net(torch.randn(4, dtype=torch.float64))
+
+
+def test_shared_input_is_not_copied(monkeypatch):
+    net = make("gaussian", None)
+    x = torch.randn(7, 4, dtype=torch.float64)
+    seen = []
+    orig = torch.baddbmm
+
+    def spy(input, batch1, batch2):
+        seen.append(batch1)
+        return orig(input, batch1, batch2)
+
+    dense = net.dense()
+    monkeypatch.setattr(torch, "baddbmm", spy)
+    y = mlp_forward(dense, x, "tanh")
+    monkeypatch.undo()
+    assert len(seen) == 3  # one baddbmm per layer
+    assert seen[0].shape == (5, 7, 4) and seen[0].stride(0) == 0  # an expand, not a copy
+    assert seen[0].data_ptr() == x.data_ptr()
+    torch.testing.assert_close(y, net(x.expand(5, 7, 4).clone()))
+
+
+def test_init_gains_log_prior_and_attributes():
+    torch.manual_seed(1)
+    net = EnsembleMLP(64, 40, (30,), 20, layer="householder", output_gain=0.01)
+    assert (net.num_particles, net.in_dim, net.hidden, net.out_dim) == (64, 40, (30,), 20)
+    W_hidden, W_out = (W.detach() for W, _ in net.dense())
+    assert abs(W_hidden.std().item() * math.sqrt(40) - 1.0) < 0.05  # tanh: gain 1
+    assert abs(W_out.std().item() * math.sqrt(30) / 0.01 - 1.0) < 0.05
+    relu = EnsembleMLP(64, 40, (30,), 20, activation="relu")
+    assert abs(relu.dense()[0][0].std().item() * math.sqrt(40) / math.sqrt(2) - 1.0) < 0.05
+    for prior in (GaussianPrior(0.01), InvGammaPrior()):
+        lp = net.log_prior(prior)
+        assert lp.shape == (64,)
+        torch.testing.assert_close(lp, sum(layer.log_prior(prior) for layer in net.layers))
+    with pytest.raises(ValueError, match="tanh.*relu.*elu.*identity"):
+        EnsembleMLP(2, 3, (4,), 1, activation="sigmoid")
+    with pytest.raises(ValueError, match="gaussian"):
+        EnsembleMLP(2, 3, (4,), 1, layer="dense")
+    with pytest.raises(TypeError):
+        EnsembleMLP(2, 3, (4,), 1, layer="gaussian", layer_kwargs={"K": 1})
+    with pytest.raises(IndexError):
+        net.particle_module(64)
