@@ -127,14 +127,6 @@ class DoublePendulumPhysics:
             np.multiply(omega, self.dt, out=tmp)
             q += tmp  # ... then angles with the new velocities
 
-    def energy(self, state: np.ndarray) -> np.ndarray:
-        """Total mechanical energy ``(n,)`` in J (potential zero at the pivot height)."""
-        theta1, theta2, omega1, omega2 = state
-        kinetic = 0.5 * self.a1 * omega1**2 + self.k * np.cos(theta1 - theta2) * omega1 * omega2
-        kinetic += 0.5 * self.a2 * omega2**2
-        potential = -self.g1 * np.cos(theta1) - self.g2 * np.cos(theta2)
-        return kinetic + potential
-
 
 class DoublePendulumTask(BatchedTask):
     """Double pendulum swing-up (rllab ``DoublePendulumEnv``): see the module docstring."""
