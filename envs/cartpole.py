@@ -165,8 +165,16 @@ class CartpoleTask(BatchedTask):
         self._out = np.empty((2, n), dtype=bool)
         self._tmp = np.empty(n)
 
+    #: Reset distribution U(low, high) per state row [x, ẋ, θ, θ̇], shape (4,).
+    reset_low, reset_high = -BALANCE_RESET_HIGH, BALANCE_RESET_HIGH
+
     def sample_initial_state(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.uniform(-BALANCE_RESET_HIGH, BALANCE_RESET_HIGH, size=(n, 4)).T
+        # low + (high − low)·U[0, 1) is what Generator.uniform computes, minus its
+        # ~8 µs of overhead for array-valued bounds (this runs on most vector steps).
+        u = rng.random((n, 4))
+        u *= self.reset_high - self.reset_low
+        u += self.reset_low
+        return u.T
 
     def step(
         self, state: np.ndarray, effort: np.ndarray, reward: np.ndarray, terminated: np.ndarray
@@ -200,8 +208,7 @@ class CartpoleSwingUpTask(CartpoleTask):
     name = "CartpoleSwingUp"
     track_half_width = SWINGUP_X_LIMIT
 
-    def sample_initial_state(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.uniform(SWINGUP_RESET_LOW, SWINGUP_RESET_HIGH, size=(n, 4)).T
+    reset_low, reset_high = SWINGUP_RESET_LOW, SWINGUP_RESET_HIGH
 
     def step(
         self, state: np.ndarray, effort: np.ndarray, reward: np.ndarray, terminated: np.ndarray

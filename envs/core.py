@@ -30,6 +30,8 @@ from gymnasium.vector.utils import batch_space
 ACTION_LOW, ACTION_HIGH = -1.0, 1.0
 #: Episode length of the papers' tasks (time-limit truncation, not termination).
 DEFAULT_MAX_EPISODE_STEPS = 500
+#: ``max_episode_steps`` value meaning "never truncate".
+NO_STEP_LIMIT = np.iinfo(np.int64).max
 
 
 class BatchedTask(ABC):
@@ -153,7 +155,10 @@ class TaskEnv(gym.Env[np.ndarray, np.ndarray]):
     """Single Gymnasium env around a :class:`BatchedTask` run with batch size 1.
 
     Observation ``(obs_dim,)`` float32; action ``(1,)`` float in [-1, 1]; reward float;
-    the env truncates by itself after ``max_episode_steps`` steps.
+    the env truncates by itself after ``max_episode_steps`` steps. Through
+    ``gymnasium.make`` a ``TimeLimit`` wrapper (registered: 500 steps) truncates too; its
+    ``max_episode_steps`` argument does not reach this constructor, so use
+    :func:`envs.make` (which sets both) for episodes longer than 500 steps.
 
     :param max_episode_steps: episode length before truncation (500 in the papers).
     :param render_mode: ``None`` or ``"rgb_array"``.
@@ -313,8 +318,8 @@ class TaskVectorEnv(VectorEnv):
         truncated = steps >= self.max_episode_steps
 
         if self._any_prev_done:  # next-step autoreset of the envs that ended last step
-            reset = self._prev_done
-            state[:, reset] = self.task.sample_initial_state(self.np_random, int(reset.sum()))
+            reset = np.flatnonzero(self._prev_done)  # integer indices: faster than the mask
+            state[:, reset] = self.task.sample_initial_state(self.np_random, reset.size)
             steps[reset] = 0
             reward[reset] = 0.0
             terminated[reset] = False

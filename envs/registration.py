@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.core import DEFAULT_MAX_EPISODE_STEPS
+from envs.core import DEFAULT_MAX_EPISODE_STEPS, NO_STEP_LIMIT
 
 NAMESPACE = "steinrl"
 
@@ -92,8 +92,18 @@ def make_vec(
 
 
 def make(name: str, **kwargs: Any) -> gym.Env:
-    """Single env for ``name`` (short name or any Gymnasium id) through ``gymnasium.make``."""
-    return gym.make(resolve_env_id(name), **kwargs)
+    """Single env for ``name`` (short name or any Gymnasium id) through ``gymnasium.make``.
+
+    ``max_episode_steps`` (a ``gymnasium.make`` argument, used for its ``TimeLimit``
+    wrapper) is also applied to our envs' own truncation counter, so that e.g. 1000
+    really gives 1000-step episodes (``-1``: no limit).
+    """
+    env_id = resolve_env_id(name)
+    env = gym.make(env_id, **kwargs)
+    limit = kwargs.get("max_episode_steps")
+    if limit is not None and is_steinrl_env(env_id):
+        env.unwrapped.max_episode_steps = int(limit) if limit > 0 else NO_STEP_LIMIT
+    return env
 
 
 register_envs()

@@ -32,7 +32,11 @@ TOL = {"rtol": 1e-12, "atol": 1e-12}
 # Per task: (mean, std) of the Gaussian actions and max_episode_steps, chosen so that
 # 300 steps contain both terminations and truncations (the double pendulum never
 # terminates).
-EPISODE_SETUP = {"Cartpole": (0.0, 1.0, 12), "CartpoleSwingUp": (0.6, 0.6, 25), "DoublePendulum": (0.0, 0.6, 12)}
+EPISODE_SETUP = {
+    "Cartpole": (0.0, 1.0, 12),
+    "CartpoleSwingUp": (0.6, 0.6, 25),
+    "DoublePendulum": (0.0, 0.6, 12),
+}
 
 
 @pytest.mark.parametrize("name", list(PAIRS))
@@ -45,7 +49,9 @@ def test_vector_with_one_env_matches_single_env(name, via_make):
     mean, std, max_steps = EPISODE_SETUP[name]
     if via_make:
         single = gym.make(SHORT_NAMES[name], max_episode_steps=max_steps)
-        vec = gym.make_vec(SHORT_NAMES[name], 1, vectorization_mode="vector_entry_point", max_episode_steps=max_steps)
+        vec = gym.make_vec(
+            SHORT_NAMES[name], 1, vectorization_mode="vector_entry_point", max_episode_steps=max_steps
+        )
     else:
         single = single_cls(max_episode_steps=max_steps)
         vec = vector_cls(num_envs=1, max_episode_steps=max_steps)

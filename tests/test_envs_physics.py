@@ -230,7 +230,9 @@ def test_double_pendulum_converges_to_lagrangian_reference(torque):
     assert 3.0 < errors[1] / errors[4] < 5.5, errors
     assert 3.5 < errors[4] / errors[16] < 4.5, errors
     assert errors[16] < DP_TOL_FINE, errors
-    wrong_inertia = double_pendulum_reference(link_inertia=0.0).solve(DP_START[:2], DP_START[2:], torque, times)
+    wrong_inertia = double_pendulum_reference(link_inertia=0.0).solve(
+        DP_START[:2], DP_START[2:], torque, times
+    )
     assert max_abs_error(wrong_inertia, reference) > 20 * DP_TOL_FINE
     if torque:
         flipped = double_pendulum_reference(torque_sign=-1.0).solve(DP_START[:2], DP_START[2:], torque, times)
