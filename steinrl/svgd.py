@@ -69,11 +69,10 @@ def unflatten_into(flat: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
     return [c.reshape(t.shape) for c, t in zip(chunks, like)]
 
 
-def _sq_dists_centered(c: Tensor) -> Tensor:
-    # ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ on particle-centred rows (less cancellation), M M
-    sq = c.square().sum(dim=1)  # M
-    d = torch.addmm(sq.unsqueeze(1) + sq.unsqueeze(0), c, c.T, beta=1.0, alpha=-2.0)
-    d = d.clamp_min(0.0)
+def _sq_dists_from_gram(gram: Tensor) -> Tensor:
+    # ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ from the Gram matrix of (centred) rows, M M
+    sq = gram.diagonal()
+    d = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * gram).clamp_min(0.0)
     return d.masked_fill(torch.eye(d.shape[0], dtype=torch.bool, device=d.device), 0.0)
 
 
@@ -85,7 +84,8 @@ def pairwise_sq_dists(theta: Tensor) -> Tensor:
         at the particle mean (distances are translation-invariant; centring avoids
         cancellation when particles are far from the origin).
     """
-    return _sq_dists_centered(theta - theta.mean(dim=0, keepdim=True))
+    c = theta - theta.mean(dim=0, keepdim=True)  # M D
+    return _sq_dists_from_gram(c @ c.T)
 
 
 def _median(x: Tensor) -> Tensor:
@@ -147,6 +147,7 @@ def rbf_kernel(theta: Tensor, bandwidth: str | float = "svpg") -> tuple[Tensor, 
     return torch.exp(-sq / h), h
 
 
+@torch.no_grad()
 def svgd_direction(
     theta: Tensor,
     grad: Tensor,
@@ -166,6 +167,9 @@ def svgd_direction(
         ``"kernel_mean"`` mean off-diagonal κ_ij (0 for ``"independent"``),
         ``"attractive_norm"`` / ``"repulsive_norm"`` Frobenius norms of the two terms
         (``(M, D)`` each). With M = 1 there are no pairs: distance and kernel mean are 0.
+
+    Runs under ``torch.no_grad`` (φ is an update direction, not differentiated);
+    ``theta`` and ``grad`` are not modified.
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
@@ -173,31 +177,42 @@ def svgd_direction(
         raise ValueError(f"theta and grad must both be (M, D), got {tuple(theta.shape)} and {tuple(grad.shape)}")
     M = theta.shape[0]
     n_pairs = max(M * (M - 1), 1)
-    c = theta - theta.mean(dim=0, keepdim=True)  # M D (centred: the repulsive term is translation-invariant)
-    sq = _sq_dists_centered(c)  # M M
+    c = theta - theta.mean(dim=0, keepdim=True)  # M D, centred (everything below is translation-invariant)
+    gram = c @ c.T  # M M
+    sq = _sq_dists_from_gram(gram)  # M M
     h = _bandwidth(sq, bandwidth)
-    mean_dist = sq.detach().sqrt().sum() / n_pairs
+    mean_dist = sq.sqrt().sum() / n_pairs
+    zero = torch.zeros((), dtype=theta.dtype, device=theta.device)
     if kernel == "independent":
-        phi = grad
         info = {
-            "bandwidth": h.detach(),
+            "bandwidth": h,
             "mean_pairwise_distance": mean_dist,
-            "kernel_mean": torch.zeros((), dtype=theta.dtype, device=theta.device),
-            "attractive_norm": torch.linalg.vector_norm(grad.detach()),
-            "repulsive_norm": torch.zeros((), dtype=theta.dtype, device=theta.device),
+            "kernel_mean": zero,
+            "attractive_norm": torch.linalg.vector_norm(grad),
+            "repulsive_norm": zero,
         }
-        return phi, info
+        return grad, info
     K = torch.exp(-sq / h)  # M M
-    attractive = (K @ grad) / M  # M D
-    repulsive = (2.0 / (h * M)) * (c * K.sum(dim=1, keepdim=True) - K @ c)  # M D
-    phi = attractive + repulsive
-    Kd = K.detach()
+    rowsum = K.sum(dim=1, keepdim=True)  # M 1
+    scale = 2.0 / h  # the 2/h of the repulsive term
+    # φ = (1/M)[K G + (2/h)(Θ ⊙ rowsum(K) − K Θ)] = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ]
+    # (Θ centred): one matmul and two elementwise passes over (M, D), written into the
+    # buffer of Θ (each fresh (M, D) buffer costs page faults on CPU for large D).
+    shifted = torch.addcmul(grad, c, scale, value=-1.0)  # M D: G − (2/h)Θ
+    gram_g = grad @ grad.T  # M M, for the diagnostics below
+    phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
+    del c, shifted
+    # Diagnostics from M×M Gram matrices, without forming the two (M, D) terms:
+    # ‖K G‖² = ⟨K (G Gᵀ) K⟩ and ‖(diag(rowsum) − K) Θ‖² = ⟨L (Θ Θᵀ) L⟩.
+    lap = torch.diag_embed(rowsum.squeeze(1)) - K  # M M
+    att_sq = ((K @ gram_g) * K).sum().clamp_min(0.0)
+    rep_sq = ((lap @ gram) * lap).sum().clamp_min(0.0)
     info = {
-        "bandwidth": h.detach(),
+        "bandwidth": h,
         "mean_pairwise_distance": mean_dist,
-        "kernel_mean": (Kd.sum() - Kd.diagonal().sum()) / n_pairs,
-        "attractive_norm": torch.linalg.vector_norm(attractive.detach()),
-        "repulsive_norm": torch.linalg.vector_norm(repulsive.detach()),
+        "kernel_mean": (K.sum() - K.diagonal().sum()) / n_pairs,
+        "attractive_norm": att_sq.sqrt() / M,
+        "repulsive_norm": rep_sq.sqrt() * (scale / M),
     }
     return phi, info
 
@@ -263,7 +278,7 @@ class SVGD:
         :return: the info dict of :func:`svgd_direction` (detached 0-dim tensors).
         """
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        g = -flatten(grads)  # M D, ∇ log target
+        g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
         phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth)
         for p, d in zip(self.params, unflatten_into(phi, self.params)):

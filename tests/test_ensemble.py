@@ -50,8 +50,9 @@ def run_linears(layers, x, act):
 
 @pytest.mark.parametrize("layer,layer_kwargs", LAYER_CONFIGS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-6)])
-def test_batched_forward_equals_separate_modules(layer, layer_kwargs, dtype, tol):
-    M, B = 5, 7
+@pytest.mark.parametrize("B", [7, 400])  # 400: large enough for the no-grad sigmoid form of tanh
+def test_batched_forward_equals_separate_modules(layer, layer_kwargs, dtype, tol, B):
+    M = 5
     net = make(layer, layer_kwargs, dtype=dtype, M=M)
     x_per = torch.randn(M, B, 4, dtype=dtype)
     x_shared = torch.randn(B, 4, dtype=dtype)
@@ -124,16 +125,17 @@ def test_shared_input_is_not_copied(monkeypatch):
     seen = []
     orig = torch.baddbmm
 
-    def spy(input, batch1, batch2):
-        seen.append(batch1)
-        return orig(input, batch1, batch2)
+    def spy(input, batch1, batch2, **kwargs):
+        seen.append(batch2)
+        return orig(input, batch1, batch2, **kwargs)
 
     dense = net.dense()
     monkeypatch.setattr(torch, "baddbmm", spy)
     y = mlp_forward(dense, x, "tanh")
     monkeypatch.undo()
     assert len(seen) == 3  # one baddbmm per layer
-    assert seen[0].shape == (5, 7, 4) and seen[0].stride(0) == 0  # an expand, not a copy
+    # the layers run feature-major: the shared input enters as an expanded view (M, in, B)
+    assert seen[0].shape == (5, 4, 7) and seen[0].stride(0) == 0  # an expand, not a copy
     assert seen[0].data_ptr() == x.data_ptr()
     torch.testing.assert_close(y, net(x.expand(5, 7, 4).clone()))
 
