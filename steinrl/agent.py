@@ -8,7 +8,7 @@ One iteration (see :meth:`Agent.collect` and :meth:`Agent.update`):
 3. one batched forward + backward gives g_i = grad[J(theta_i) / alpha + w log p(theta_i)]
    for all particles, J being the per-step mean of log pi(a|s) * A;
 4. the SVGD step moves the particles along phi (attractive + repulsive terms);
-5. (a2c) a few full-batch regression steps fit each particle's value network.
+5. (a2c) a few minibatch regression steps fit each particle's value network.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from torch import Tensor
 
 from steinrl.algos import parse_algo
 from steinrl.config import Config
-from steinrl.ensemble import EnsembleMLP
+from steinrl.critic import ValueEnsemble
 from steinrl.estimators import discounted_returns, gae, standardize
 from steinrl.policies import EnsemblePolicy
 from steinrl.priors import make_prior
@@ -82,12 +82,12 @@ class Agent:
             {"variance": cfg.prior_variance} if cfg.prior == "gaussian" else {"a": cfg.prior_a, "b": cfg.prior_b}))
         self.svgd = SVGD(self.policy.particle_parameters(), lr=cfg.lr, optimizer=cfg.optimizer,
                          kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth)
-        self.value: EnsembleMLP | None = None
+        self.value: ValueEnsemble | None = None
         self.value_opt: torch.optim.Optimizer | None = None
         if self.estimator == "a2c":
-            self.value = EnsembleMLP(cfg.particles, self.policy.obs_dim, cfg.value_hidden, 1,
-                                     activation=cfg.activation, layer="gaussian", output_gain=1.0).to(self.device)
-            self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+            self.value = ValueEnsemble(cfg.particles, self.policy.obs_dim, cfg.value_hidden,
+                                       cfg.activation).to(self.device)
+            self.value_opt = torch.optim.Adam(self.value.net.parameters(), lr=cfg.value_lr)
 
     # --- sampling -----------------------------------------------------------------
     def collect(self, sampler: Sampler, iteration: int) -> Batch:
@@ -162,20 +162,10 @@ class Agent:
 
         value_loss = explained = None
         if self.value is not None:
-            targets_t = take(torch.as_tensor(targets, dtype=torch.float32))
-            obs_n = self.policy.obs_norm(obs)
-            for _ in range(cfg.value_steps):
-                pred = self.value(obs_n).squeeze(-1)
-                loss = ((pred - targets_t).square() * mask).sum(1) / count
-                self.value_opt.zero_grad()
-                loss.sum().backward()
-                self.value_opt.step()
-            with torch.no_grad():
-                value_loss = float(loss.mean())
-                resid = ((targets_t - pred) * mask)
-                var_t = (((targets_t - (targets_t * mask).sum(1, keepdim=True) / count[:, None]) * mask).square().sum(1)
-                         / count)
-                explained = float((1 - resid.square().sum(1) / count / var_t.clamp_min(1e-8)).mean())
+            gen = torch.Generator(device=self.device).manual_seed(iteration_seed(cfg.seed, iteration) + 1)
+            value_loss, explained = self.value.fit(
+                self.value_opt, self.policy.obs_norm(obs), take(torch.as_tensor(targets, dtype=torch.float32)),
+                mask, cfg.value_steps, cfg.value_minibatch, gen)
 
         std = self.policy.log_std.exp().mean() if not self.policy.discrete else torch.tensor(float("nan"))
         return UpdateStats(

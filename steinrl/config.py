@@ -45,6 +45,8 @@ class Config:
     """Seed for parameter init, action noise and env resets."""
     device: str = "cpu"
     """Torch device for particles, kernel and update (``cpu``, ``cuda``, ``cuda:1``)."""
+    threads: int = 1
+    """Torch intra-op CPU threads (0 = torch's default). The ops are small: 1 is fastest."""
 
     # --- sampling -----------------------------------------------------------------
     particles: int = 16
@@ -113,12 +115,14 @@ class Config:
     """First iteration at which lr halving may apply."""
 
     # --- critic (a2c) -------------------------------------------------------------
-    value_hidden: list[int] = field(default_factory=lambda: [64, 64])
+    value_hidden: list[int] = field(default_factory=lambda: [32, 32])
     """Hidden layer sizes of each particle's value MLP."""
-    value_lr: float = 1e-2
+    value_lr: float = 3e-3
     """Adam step size of the value networks."""
-    value_steps: int = 20
-    """Full-batch value-regression steps per iteration."""
+    value_steps: int = 10
+    """Value-regression steps per iteration."""
+    value_minibatch: int = 1024
+    """Samples per particle in each value-regression step."""
 
     # --- bookkeeping --------------------------------------------------------------
     logdir: str = "runs"
@@ -136,7 +140,7 @@ class Config:
     def validate(self) -> "Config":
         """Raise :class:`ConfigError` for values that cannot work; returns self."""
         positive_int = ["particles", "iterations", "batch_size", "envs_per_particle", "horizon",
-                        "checkpoint_every", "value_steps"]
+                        "checkpoint_every", "value_steps", "value_minibatch"]
         for name in positive_int:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -149,6 +153,8 @@ class Config:
             raise ConfigError(f"discount must be in [0, 1], got {self.discount}")
         if not 0.0 <= self.gae_lambda <= 1.0:
             raise ConfigError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        if self.threads < 0:
+            raise ConfigError(f"threads must be >= 0, got {self.threads}")
         if self.householder_k < 0:
             raise ConfigError(f"householder_k must be >= 0, got {self.householder_k}")
         if self.prior_weight is not None and not (math.isfinite(self.prior_weight) and self.prior_weight >= 0):

@@ -129,6 +129,8 @@ class Trainer:
                 raise ConfigError(f"run directory {self.run_dir} already holds a run; resume it with "
                                   f"--resume {self.run_dir} or choose another --run-name")
         self.cfg = cfg
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         self.envs = make_envs(cfg)
         self.sampler = Sampler(self.envs, cfg.particles, cfg.envs_per_particle, cfg.horizon, cfg.device)

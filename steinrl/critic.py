@@ -1,0 +1,74 @@
+"""Per-particle value networks for the a2c estimator.
+
+Each particle i has its own value MLP V_i(s) = mu_i + sigma_i * f_i(s), batched as one
+:class:`~steinrl.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the mean and standard
+deviation of particle i's latest value targets, so ``f_i`` regresses targets of unit
+scale whatever the task's reward scale (Cartpole returns reach ~1000, swing-up ~100).
+The critic is plain regression (Adam), not part of theta and not moved by SVGD.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from steinrl.ensemble import EnsembleMLP
+
+
+class ValueEnsemble(nn.Module):
+    """M value networks evaluated in one batched call.
+
+    :param num_particles: M.
+    :param obs_dim: observation size.
+    :param hidden: hidden layer sizes.
+    :param activation: hidden activation.
+    """
+
+    def __init__(self, num_particles: int, obs_dim: int, hidden: Sequence[int], activation: str = "tanh"):
+        super().__init__()
+        self.net = EnsembleMLP(num_particles, obs_dim, list(hidden), 1, activation=activation,
+                               layer="gaussian", output_gain=1.0)
+        self.register_buffer("target_mean", torch.zeros(num_particles, 1))
+        self.register_buffer("target_std", torch.ones(num_particles, 1))
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """Values ``(M, B)`` in return units for normalised observations ``(M, B, obs_dim)``."""
+        return self.target_mean + self.target_std * self.net(obs).squeeze(-1)
+
+    def fit(self, optimizer: torch.optim.Optimizer, obs: Tensor, targets: Tensor, mask: Tensor, steps: int,
+            minibatch: int, generator: torch.Generator | None = None) -> tuple[float, float]:
+        """Regress ``targets`` ``(M, B)`` on ``obs`` ``(M, B, obs_dim)`` over ``mask``-ed entries.
+
+        Each step uses ``minibatch`` random valid-or-padding columns per particle (all
+        columns if ``minibatch >= B``); padding is masked out of the loss.
+
+        :return: (mean squared error in return units, explained variance), averaged over particles,
+            on the whole batch after fitting.
+        """
+        M, B = targets.shape
+        count = mask.sum(1).clamp_min(1.0)
+        with torch.no_grad():
+            mean = (targets * mask).sum(1) / count
+            std = (((targets - mean[:, None]) * mask).square().sum(1) / count).sqrt().clamp_min(1e-6)
+            self.target_mean.copy_(mean[:, None])
+            self.target_std.copy_(std[:, None])
+            z = (targets - self.target_mean) / self.target_std  # (M, B), unit scale
+        for _ in range(steps):
+            if minibatch < B:
+                idx = torch.randint(B, (M, minibatch), generator=generator, device=obs.device)
+                o = torch.gather(obs, 1, idx[..., None].expand(M, minibatch, obs.shape[-1]))
+                zt, mk = torch.gather(z, 1, idx), torch.gather(mask, 1, idx)
+            else:
+                o, zt, mk = obs, z, mask
+            pred = self.net(o).squeeze(-1)
+            loss = ((pred - zt).square() * mk).sum(1) / mk.sum(1).clamp_min(1.0)
+            optimizer.zero_grad()
+            loss.sum().backward()
+            optimizer.step()
+        with torch.no_grad():
+            resid = (self(obs) - targets) * mask
+            mse = resid.square().sum(1) / count
+            explained = 1.0 - mse / std.square()
+        return float(mse.mean()), float(explained.mean())
