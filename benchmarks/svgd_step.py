@@ -29,7 +29,6 @@ import sys
 import time
 
 import torch
-from torch import nn
 from torch.utils import benchmark
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))

@@ -8,8 +8,11 @@ the SVGD direction (S²VGD paper eq. 9) is
         = (1/M) [K G]_i  +  (1/M)(2/h) [Θ ⊙ rowsum(K) − K Θ]_i
           (attractive)        (repulsive)
 
-two matmuls for the whole ensemble. The sum runs over all j including j = i (as in
-the SVPG code). :class:`SVGD` hands −φ to a torch optimizer (Adam / RMSprop), so
+for the whole ensemble at once. :func:`svgd_direction` evaluates it as
+(1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ] with Θ centred at the particle mean (the
+repulsive term is translation-invariant): one (M×M)·(M×D) matmul, plus the Gram
+matrix ΘΘᵀ for the distances. The sum runs over all j including j = i (as in the
+SVPG code). :class:`SVGD` hands −φ to a torch optimizer (Adam / RMSprop), so
 θ ← θ + ε φ for plain SGD. With M = 1 (or ``kernel="independent"``) φ = g: MAP /
 independent gradient ascent, the papers' baseline.
 
@@ -20,8 +23,10 @@ Bandwidth rules (``bandwidth=``):
 - ``"s2vgd"`` (S²VGD paper): h = med²/log M, med = median pairwise distance over i < j.
 - a positive number: fixed h.
 
-Medians are numpy's (mean of the two middle values for an even count). Guard: with
-M = 1, or when the rule gives h ≤ 0 or non-finite (e.g. all particles equal), h = 1.
+Medians are numpy's (mean of the two middle values for an even count; for odd M the
+SVPG code instead averages the entries at n/2 − 1 and n/2 of the M² sorted ones, which
+differs slightly — it only ran with M = 16). Guard: with M = 1, or when the rule gives
+h ≤ 0 or non-finite (e.g. all particles equal), h = 1.
 """
 
 from __future__ import annotations
