@@ -11,6 +11,8 @@ activation; gradients flow from the dense weights back to the structured paramet
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import Callable
 
@@ -119,6 +121,8 @@ class EnsembleMLP(nn.Module):
     :param layer_kwargs: extra options for every layer, e.g. ``{"K": 1}``.
     :param output_gain: init gain of the output layer (e.g. 0.01 for a policy head);
         hidden layers use 1.0 for tanh/identity and √2 for relu/elu.
+    :param init: ``"glorot"`` (default; Var W = gain²·2/(in+out), the SVPG code's
+        Glorot init) or ``"lecun"`` (Var W = gain²/in).
     """
 
     def __init__(
@@ -132,9 +136,12 @@ class EnsembleMLP(nn.Module):
         layer: str = "gaussian",
         layer_kwargs: dict | None = None,
         output_gain: float = 1.0,
+        init: str = "glorot",
     ) -> None:
         super().__init__()
         _check_activation(activation)
+        if init not in ("glorot", "lecun"):
+            raise ValueError(f"unknown init {init!r}; choices: glorot, lecun")
         self.num_particles = int(num_particles)
         self.in_dim = int(in_dim)
         self.hidden = tuple(int(h) for h in hidden)
@@ -146,6 +153,8 @@ class EnsembleMLP(nn.Module):
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             gain = output_gain if i == len(sizes) - 2 else _HIDDEN_GAIN[activation]
+            if init == "glorot":  # Var W = gain² · 2 / (in + out) (Glorot & Bengio), as the SVPG code
+                gain *= math.sqrt(2.0 * n_in / (n_in + n_out))
             layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, **kwargs))
         self.layers: nn.ModuleList = nn.ModuleList(layers)
 

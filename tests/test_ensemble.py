@@ -142,12 +142,12 @@ def test_shared_input_is_not_copied(monkeypatch):
 
 def test_init_gains_log_prior_and_attributes():
     torch.manual_seed(1)
-    net = EnsembleMLP(64, 40, (30,), 20, layer="householder", output_gain=0.01)
+    net = EnsembleMLP(64, 40, (30,), 20, layer="householder", output_gain=0.01, init="lecun")
     assert (net.num_particles, net.in_dim, net.hidden, net.out_dim) == (64, 40, (30,), 20)
     W_hidden, W_out = (W.detach() for W, _ in net.dense())
     assert abs(W_hidden.std().item() * math.sqrt(40) - 1.0) < 0.05  # tanh: gain 1
     assert abs(W_out.std().item() * math.sqrt(30) / 0.01 - 1.0) < 0.05
-    relu = EnsembleMLP(64, 40, (30,), 20, activation="relu")
+    relu = EnsembleMLP(64, 40, (30,), 20, activation="relu", init="lecun")
     assert abs(relu.dense()[0][0].std().item() * math.sqrt(40) / math.sqrt(2) - 1.0) < 0.05
     for prior in (GaussianPrior(0.01), InvGammaPrior()):
         lp = net.log_prior(prior)
@@ -161,3 +161,10 @@ def test_init_gains_log_prior_and_attributes():
         EnsembleMLP(2, 3, (4,), 1, layer="gaussian", layer_kwargs={"K": 1})
     with pytest.raises(IndexError):
         net.particle_module(64)
+
+
+def test_glorot_init_scale():
+    net = EnsembleMLP(64, 40, (30,), 20, layer="gaussian", output_gain=0.5)
+    W_hidden, W_out = net.layers[0].weight(), net.layers[1].weight()
+    assert abs(W_hidden.std().item() / math.sqrt(2.0 / 70) - 1.0) < 0.05
+    assert abs(W_out.std().item() / (0.5 * math.sqrt(2.0 / 50)) - 1.0) < 0.05
