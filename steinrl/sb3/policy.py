@@ -1,0 +1,192 @@
+"""A trained steinrl ensemble as a Stable-Baselines3 policy.
+
+:class:`EnsembleSB3Policy` is a :class:`~stable_baselines3.common.policies.BasePolicy`
+around an :class:`~steinrl.policies.EnsemblePolicy`. It acts through
+:class:`steinrl.evaluation.EnsembleActor`, so its acting modes are exactly those of
+``evaluate.py``:
+
+- ``act_mode="sample"``: a particle drawn per episode (Thompson-style). ``predict``'s
+  ``episode_start`` redraws the particle of every env that starts an episode
+  (``evaluate_policy`` and :class:`~stable_baselines3.common.callbacks.EvalCallback`
+  pass it); without ``episode_start`` the particles stay as drawn
+  (call :meth:`EnsembleSB3Policy.reset_particles` yourself).
+- ``act_mode="particle"``: one fixed particle ``particle=i``.
+- ``act_mode="mean"``: the particles' mean action (Box) or mean action probabilities
+  (Discrete).
+
+``deterministic=True`` gives the mean action / arg-max of the chosen particle(s),
+``False`` a sampled action. Box actions are raw Gaussian outputs, clipped to the action
+space bounds by SB3's ``predict`` (as for any non-squashed SB3 policy; the steinrl
+sampler clips the same way).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.preprocessing import preprocess_obs
+from torch import Tensor
+
+from steinrl.config import Config, apply_overrides
+from steinrl.evaluation import ACT_MODES, EnsembleActor
+from steinrl.policies import EnsemblePolicy
+
+__all__ = ["EnsembleSB3Policy", "config_from_dict"]
+
+
+def config_from_dict(config: Config | dict[str, Any], where: str = "EnsembleSB3Policy") -> Config:
+    """A validated :class:`~steinrl.config.Config` from a Config or its ``to_dict()``."""
+    if isinstance(config, Config):
+        return config
+    return apply_overrides(Config(), dict(config), where).validate()
+
+
+class EnsembleSB3Policy(BasePolicy):
+    """An ensemble of M policy particles acting as one SB3 policy.
+
+    :param observation_space: a flat ``Box`` observation space.
+    :param action_space: a 1-D ``Box`` or a ``Discrete`` action space.
+    :param config: the steinrl run config (a :class:`~steinrl.config.Config` or its
+        ``to_dict()``); fixes the ensemble's architecture (``particles``, ``algo``'s
+        layer family, ``policy_hidden``, ...).
+    :param act_mode: ``"sample"``, ``"particle"`` or ``"mean"`` (see module docstring).
+    :param particle: the particle used in ``"particle"`` mode.
+    :param seed: seeds the per-episode particle draws and the action noise
+        (None: a random seed).
+    :param ensemble: an existing :class:`~steinrl.policies.EnsemblePolicy` to wrap
+        (shared, not copied); by default a freshly initialised one is built from ``config``.
+    :param normalize_images: SB3's option (unused: steinrl policies take flat Box observations).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Space,
+        action_space: gym.spaces.Space,
+        config: Config | dict[str, Any],
+        act_mode: str = "sample",
+        particle: int = 0,
+        seed: int | None = None,
+        ensemble: EnsemblePolicy | None = None,
+        normalize_images: bool = False,
+    ):
+        super().__init__(observation_space, action_space, normalize_images=normalize_images, squash_output=False)
+        if act_mode not in ACT_MODES:
+            raise ValueError(f"unknown act_mode {act_mode!r}; choices: {', '.join(ACT_MODES)}")
+        self.config = config_from_dict(config)
+        if ensemble is None:
+            from steinrl.agent import build_policy
+
+            ensemble = build_policy(self.config, observation_space, action_space)
+        elif ensemble.num_particles != self.config.particles:
+            raise ValueError(f"ensemble has {ensemble.num_particles} particles, config says {self.config.particles}")
+        self.ensemble = ensemble
+        self.act_mode = act_mode
+        self.particle = int(particle)
+        self.seed = None if seed is None else int(seed)
+        if not 0 <= self.particle < self.num_particles:
+            raise ValueError(f"particle must be in [0, {self.num_particles}), got {particle}")
+        self._actor: EnsembleActor | None = None
+
+    # --- construction -------------------------------------------------------------
+    @classmethod
+    def from_run(
+        cls,
+        run_dir_or_checkpoint: str | Path,
+        act_mode: str = "sample",
+        particle: int = 0,
+        seed: int | None = None,
+        device: str = "cpu",
+    ) -> "EnsembleSB3Policy":
+        """The ensemble of a ``train.py`` run (a run directory or its ``checkpoint.pt``).
+
+        Loaded with :func:`steinrl.evaluation.load_run`; the spaces are those of the run's env.
+        """
+        import envs
+        from steinrl.evaluation import load_run
+
+        cfg, ensemble, _ = load_run(run_dir_or_checkpoint, device=device)
+        env = envs.make(cfg.env)
+        observation_space, action_space = env.observation_space, env.action_space
+        env.close()
+        return cls(observation_space, action_space, cfg, act_mode=act_mode, particle=particle, seed=seed,
+                   ensemble=ensemble).to(device)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(config=self.config.to_dict(), act_mode=self.act_mode, particle=self.particle, seed=self.seed)
+        return data
+
+    # --- acting -------------------------------------------------------------------
+    @property
+    def num_particles(self) -> int:
+        return self.ensemble.num_particles
+
+    def set_ensemble(self, ensemble: EnsemblePolicy) -> None:
+        """Act with ``ensemble`` from now on (same architecture); keeps the random stream."""
+        old = self._actor
+        self.ensemble = ensemble
+        self._actor = None
+        if old is not None:
+            actor = self._get_actor()
+            if actor.generator.device == old.generator.device:
+                actor.generator = old.generator
+                actor.assigned = old.assigned
+
+    def set_act_mode(self, act_mode: str | None = None, particle: int | None = None,
+                     seed: int | None = None) -> None:
+        """Change how the ensemble acts; resets the random stream (to ``seed`` if given)."""
+        if act_mode is not None:
+            if act_mode not in ACT_MODES:
+                raise ValueError(f"unknown act_mode {act_mode!r}; choices: {', '.join(ACT_MODES)}")
+            self.act_mode = act_mode
+        if particle is not None:
+            if not 0 <= particle < self.num_particles:
+                raise ValueError(f"particle must be in [0, {self.num_particles}), got {particle}")
+            self.particle = int(particle)
+        if seed is not None:
+            self.seed = int(seed)
+        self._actor = None
+
+    def _get_actor(self) -> EnsembleActor:
+        device = self.device
+        if self._actor is None or self._actor.generator.device != device:
+            self._actor = EnsembleActor(self.ensemble, mode=self.act_mode, particle=self.particle,
+                                        deterministic=True, seed=self.seed)
+        return self._actor
+
+    def reset_particles(self, episode_start: np.ndarray | None = None, n_envs: int | None = None) -> None:
+        """``sample`` mode: draw new particles for the envs whose episode starts
+        (``episode_start`` (n_envs,) bool), or for all ``n_envs`` envs."""
+        actor = self._get_actor()
+        if episode_start is None:
+            actor.reset(batch_size=n_envs or 1)
+        else:
+            actor.reset(starting=np.asarray(episode_start, dtype=bool).reshape(-1))
+
+    def predict(
+        self,
+        observation: np.ndarray | dict[str, np.ndarray],
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        """SB3's ``predict``; in ``sample`` mode ``episode_start`` redraws the particles of
+        the envs that start an episode."""
+        if self.act_mode == "sample" and episode_start is not None:
+            self.reset_particles(episode_start)
+        return super().predict(observation, state, episode_start, deterministic)
+
+    def _predict(self, observation: Tensor, deterministic: bool = False) -> Tensor:
+        obs = preprocess_obs(observation, self.observation_space, normalize_images=self.normalize_images)
+        obs = obs.float().reshape(obs.shape[0], -1)
+        actor = self._get_actor()
+        actor.deterministic = deterministic
+        return actor.act(obs)
+
+    def forward(self, observation: Tensor, deterministic: bool = False) -> Tensor:
+        return self._predict(observation, deterministic)
