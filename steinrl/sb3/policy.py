@@ -178,7 +178,10 @@ class EnsembleSB3Policy(BasePolicy):
         """SB3's ``predict``; in ``sample`` mode ``episode_start`` redraws the particles of
         the envs that start an episode."""
         if self.act_mode == "sample" and episode_start is not None:
-            self.reset_particles(episode_start)
+            starting = np.asarray(episode_start, dtype=bool).reshape(-1)
+            actor = self._get_actor()
+            if starting.any() or actor.assigned is None or len(actor.assigned) != len(starting):
+                actor.reset(starting=starting)
         return super().predict(observation, state, episode_start, deterministic)
 
     def _predict(self, observation: Tensor, deterministic: bool = False) -> Tensor:
