@@ -84,8 +84,8 @@ class Config:
     """Hidden activation of policy and value MLPs (tanh, relu, elu)."""
     log_std_init: float = 0.0
     """Initial state-independent log standard deviation (Gaussian policies)."""
-    output_gain: float = 0.01
-    """Init scale of the policy's output layer (small: actions start near zero)."""
+    output_gain: float = 1.0
+    """Init gain of the policy's output layer (1: Glorot, as the SVPG code)."""
     householder_k: int = 1
     """Householder reflections per side K (householder prior; 0 = VMG)."""
     prior: str = "gaussian"
@@ -98,9 +98,10 @@ class Config:
     prior_b: float = 0.1
     """Scale b of the Inv-Gamma hyper-prior (``invgamma``)."""
     prior_weight: float | None = None
-    """Weight of log p(theta) next to J/alpha. J is a per-step mean, so the default
-    (None) is 1 / batch_size: the posterior exp(sum_t ... / alpha) p(theta) divided
-    through by the number of steps."""
+    """Weight w of log p(theta) in the target J/alpha + w log p. J is a per-step mean
+    over the particle's batch, so the default (None) is w = 1 / (alpha * batch_size): the
+    prior counts as one step's worth of tempered likelihood. (w = 1 lets a variance-0.01
+    prior outweigh the policy gradient ~1000x and the policy never learns.)"""
 
     # --- SVGD update --------------------------------------------------------------
     optimizer: str = "adam"
@@ -183,7 +184,9 @@ class Config:
 
     @property
     def effective_prior_weight(self) -> float:
-        return 1.0 / self.batch_size if self.prior_weight is None else float(self.prior_weight)
+        if self.prior_weight is None:
+            return 1.0 / (self.temperature * self.batch_size)
+        return float(self.prior_weight)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
