@@ -50,6 +50,8 @@ class UpdateStats:
     bandwidth: float
     mean_pairwise_distance: float
     kernel_mean: float
+    attractive_norm: float
+    repulsive_norm: float
     value_loss: float | None
     explained_variance: float | None
 
@@ -173,6 +175,8 @@ class Agent:
             entropy=float(entropy.detach().mean()),
             policy_std=float(std.detach()), bandwidth=float(info["bandwidth"]),
             mean_pairwise_distance=float(info["mean_pairwise_distance"]), kernel_mean=float(info["kernel_mean"]),
+            attractive_norm=float(info.get("attractive_norm", float("nan"))),
+            repulsive_norm=float(info.get("repulsive_norm", float("nan"))),
             value_loss=value_loss, explained_variance=explained,
         )
 

@@ -64,6 +64,10 @@ class Config:
     collected, so no episode is cut by the batch boundary (the SVPG sampler). If false,
     every env runs exactly batch_size / envs_per_particle steps and cut episodes are
     bootstrapped (A2C) or treated as ended (REINFORCE)."""
+    vectorization: str = "sync"
+    """How Gymnasium ids that are not ours are vectorised: ``sync`` (one process; best
+    for cheap envs and few cores) or ``async`` (a process per env). Our tasks always use
+    their numpy vector env."""
     normalize_obs: bool = False
     """Normalise observations by running mean / std (useful for MuJoCo tasks)."""
 
@@ -166,6 +170,7 @@ class Config:
             raise ConfigError("hidden layer sizes must be >= 1")
         _check_choice("prior", self.prior, ["gaussian", "invgamma"])
         _check_choice("optimizer", self.optimizer, ["adam", "rmsprop"])
+        _check_choice("vectorization", self.vectorization, ["sync", "async"])
         _check_choice("activation", self.activation, ["tanh", "relu", "elu"])
         if isinstance(self.bandwidth, str):
             _check_choice("bandwidth", self.bandwidth, ["svpg", "s2vgd"])

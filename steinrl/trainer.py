@@ -44,7 +44,9 @@ def run_dir_for(cfg: Config) -> Path:
 
 def make_envs(cfg: Config) -> gymnasium.vector.VectorEnv:
     """All ``M * E`` envs of a run as one vector env."""
-    return envs.make_vec(cfg.env, cfg.particles * cfg.envs_per_particle, max_episode_steps=cfg.horizon)
+    mode = None if envs.is_steinrl_env(cfg.env) else cfg.vectorization
+    return envs.make_vec(cfg.env, cfg.particles * cfg.envs_per_particle, vectorization_mode=mode,
+                         max_episode_steps=cfg.horizon)
 
 
 def check_device(device: str) -> None:
