@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_script
+from steinrl.cli import run_cli, train_main
 
 TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
         "--no-progress"]
@@ -26,33 +27,40 @@ TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size
     (["--resume", "runs/nope"], "cannot resume: runs/nope has no config.yaml"),
     (["--device", "cuda:0"], "CUDA is not available"),
 ])
-def test_train_user_errors_exit_2(tmp_path, args, message):
+def test_train_user_errors_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    """In-process (fast): the same ``run_cli`` wrapper train.py's __main__ uses."""
     if "cuda" in args[-1]:
         import torch
 
         if torch.cuda.is_available():
             pytest.skip("CUDA is available here")
+    monkeypatch.chdir(tmp_path)
     logdir = [] if "--resume" in args else ["--logdir", str(tmp_path)]
-    proc = run_script("train.py", *args, *logdir, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+    code = run_cli(train_main, [*args, *logdir])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err
+    assert err.strip().startswith("error:") and len(err.strip().splitlines()) == 1
 
 
-def test_bad_yaml_key_names_key_and_file(tmp_path):
+def test_user_error_from_the_real_script_has_no_traceback(tmp_path):
+    proc = run_script("train.py", "--algo", "svgd-ppo", "--logdir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown algo") and "Traceback" not in proc.stderr
+
+
+def test_bad_yaml_key_names_key_and_file(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("particles: 4\ntemprature: 3\n")
-    proc = run_script("train.py", "--config", str(bad), "--logdir", str(tmp_path))
-    assert proc.returncode == 2
-    assert f"unknown config key 'temprature' in {bad} (did you mean 'temperature'?)" in proc.stderr
+    assert run_cli(train_main, ["--config", str(bad), "--logdir", str(tmp_path)]) == 2
+    assert f"unknown config key 'temprature' in {bad} (did you mean 'temperature'?)" in capsys.readouterr().err
 
 
-def test_unknown_env_lists_short_names(tmp_path):
-    proc = run_script("train.py", "--env", "NoSuchTask-v9", "--logdir", str(tmp_path))
-    assert proc.returncode == 2
+def test_unknown_env_lists_short_names(tmp_path, capsys):
+    assert run_cli(train_main, ["--env", "NoSuchTask-v9", "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
     for name in ("Cartpole", "CartpoleSwingUp", "DoublePendulum"):
-        assert name in proc.stderr
+        assert name in err
 
 
 def test_train_then_evaluate_table_json_png(tmp_path):
