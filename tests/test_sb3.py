@@ -269,6 +269,9 @@ def test_svpg_env_inputs(tmp_path):
     sb3_venv = make_vec_env("CartPole-v1", n_envs=2)
     model = svpg(env=sb3_venv, algo="svgd-reinforce")
     assert model.cfg.env == "CartPole-v1" and model.get_env() is sb3_venv
+    model.learn(100)  # Discrete actions
+    actions, _ = model.predict(sb3_venv.reset())
+    assert actions.shape == (2,) and set(actions.tolist()) <= {0, 1}
     model = svpg(env=gym.make_vec("CartPole-v1", 2), algo="svgd-reinforce")
     assert model.cfg.env == "CartPole-v1" and model.get_env().num_envs == 1
     with pytest.raises(ValueError, match="no spec"):
@@ -301,6 +304,16 @@ def test_structured_policy_trains_and_round_trips(tmp_path, algo, prior, layer):
                                   loaded.predict(obs, deterministic=True)[0])
     torch.testing.assert_close(model.policy.predict_values(torch.as_tensor(obs)),
                                loaded.policy.predict_values(torch.as_tensor(obs)))
+
+
+@pytest.mark.parametrize("prior", ["householder", "kronecker", "gaussian"])
+def test_single_particle_layer_matches_the_ensemble_layer(prior):
+    from steinrl.sb3.structured import StructuredLinear1, layer_options
+
+    torch.manual_seed(0)
+    lin = StructuredLinear1(prior, 5, 3, **layer_options(prior, K=2, factor_std=0.3))
+    x = torch.randn(2, 7, 5)
+    torch.testing.assert_close(lin(x), lin.layer(x.reshape(1, 14, 5)).reshape(2, 7, 3))
 
 
 def test_structured_policy_map_prior_pulls_weights_in():

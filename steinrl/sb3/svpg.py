@@ -274,9 +274,6 @@ class SVPG(BaseAlgorithm):
         """SVGD iterations done so far."""
         return self._iteration
 
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "cfg", "_trainer"]
-
     # --- training -----------------------------------------------------------------
     def learn(
         self: SelfSVPG,
