@@ -27,7 +27,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import Tensor

@@ -19,10 +19,11 @@ does; for an id or a Gymnasium vector env, a one-env ``DummyVecEnv`` of the task
 what callbacks see as ``training_env``; it does not feed training.
 
 Timesteps. ``num_timesteps`` counts valid env steps over all particles (reset steps of
-the vector env are not counted). One iteration collects at least ``particles *
-batch_size`` of them (whole episodes), so ``learn(total_timesteps)`` runs at most
-``ceil(remaining / (particles * batch_size))`` iterations and stops at the end of the
-first iteration at which ``num_timesteps >= total_timesteps`` (SB3's rule: a lower bound).
+the vector env are not counted). With ``whole_episodes=True`` (the default) one iteration
+collects at least ``particles * batch_size`` of them, so ``learn(total_timesteps)`` runs
+at most ``ceil(remaining / (particles * batch_size))`` iterations and stops at the end of
+the first iteration at which ``num_timesteps >= total_timesteps`` (SB3's rule: a lower
+bound). With ``whole_episodes=False`` it keeps adding iterations until that holds.
 
 Callbacks. Per iteration: ``on_rollout_start`` before the rollout; after it,
 ``on_step`` once per vector step that had a valid env step (``num_timesteps`` advanced
@@ -59,7 +60,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import get_device
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize, unwrap_vec_normalize
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, unwrap_vec_normalize
 
 import envs
 import steinrl
@@ -426,14 +427,10 @@ class SVPG(BaseAlgorithm):
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise ValueError(f"{path} is not an SVPG model saved by steinrl.sb3.SVPG.save")
         cfg = dict(state["config"])
-        config = config_from_dict(cfg, str(path))  # validates
+        config_from_dict(cfg, str(path))  # validates
         env_name = cfg.pop("env")
-        for key in ("algo", "particles", "seed"):
-            cfg.pop(key)
-        policy_kwargs = kwargs.pop("policy_kwargs", None) or dict(state["policy"])
-        model = cls("MlpPolicy", env if env is not None else env_name, algo=config.algo,
-                    particles=config.particles, seed=config.seed, device=device, policy_kwargs=policy_kwargs,
-                    **{**cfg, **kwargs})
+        arguments = {**cfg, "policy_kwargs": dict(state["policy"]), **kwargs}
+        model = cls("MlpPolicy", env if env is not None else env_name, device=device, **arguments)
         model.agent.load_state_dict(state["agent"])  # copies into tensors on the model's device
         model._iteration = int(state["iteration"])
         model.num_timesteps = int(state["num_timesteps"])
