@@ -82,6 +82,8 @@ class EnsembleActor:
             self.assigned = torch.randint(M, (n,), generator=self.generator, device=device)
             return
         starting = torch.as_tensor(starting, dtype=torch.bool, device=device)
+        if not bool(starting.any()):
+            return
         fresh = torch.randint(M, (len(starting),), generator=self.generator, device=device)
         self.assigned = torch.where(starting, fresh, self.assigned)
 

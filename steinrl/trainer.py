@@ -30,6 +30,11 @@ CONFIG_NAME = "config.yaml"
 
 #: Called after every iteration with ``(iteration, scalars)``; returning False stops training.
 IterationCallback = Callable[[int, dict], bool]
+#: Called just before an iteration's rollout with the iteration.
+RolloutStartCallback = Callable[[int], None]
+#: Called just after an iteration's rollout with ``(iteration, batch)``; returning False
+#: stops training before that iteration's update (the checkpoint keeps the iteration undone).
+RolloutEndCallback = Callable[[int, Batch], bool]
 
 
 class TrainingInterrupted(Exception):
@@ -155,8 +160,13 @@ class Trainer:
             "steinrl_version": steinrl.__version__,
         }, self.run_dir / CHECKPOINT_NAME)
 
-    def train(self, callback: IterationCallback | None = None) -> Path:
+    def train(self, callback: IterationCallback | None = None, *,
+              on_rollout_start: RolloutStartCallback | None = None,
+              on_rollout_end: RolloutEndCallback | None = None) -> Path:
         """Run iterations ``start_iteration .. cfg.iterations - 1``; returns the run directory.
+
+        The hooks (used by :class:`steinrl.sb3.SVPG`) see every iteration: ``callback``
+        after it, ``on_rollout_start`` / ``on_rollout_end`` around its rollout.
 
         Raises :class:`TrainingInterrupted` on Ctrl-C (after saving) and
         :class:`~steinrl.agent.NonFiniteError` on NaN/inf (keeping the last good checkpoint).
@@ -175,9 +185,14 @@ class Trainer:
         with _DeferredInterrupt() as interrupt:
             try:
                 for iteration in range(self.start_iteration, cfg.iterations):
+                    if on_rollout_start is not None:
+                        on_rollout_start(iteration)
                     t0 = time.perf_counter()
                     batch = agent.collect(self.sampler, iteration)
                     t1 = time.perf_counter()
+                    if on_rollout_end is not None and on_rollout_end(iteration, batch) is False:
+                        self.checkpoint(iteration)
+                        break
                     stats = agent.update(batch, iteration)
                     t2 = time.perf_counter()
                     steps = batch.num_steps

@@ -219,8 +219,11 @@ def test_svpg_learn_calls_callbacks_and_logs(tmp_path):
 def test_svpg_callback_false_stops_training():
     model = svpg()
     recorder = Recorder(stop_at_call=3)
+    before = [p.detach().clone() for p in model.agent.policy.particle_parameters()]
     model.learn(100_000, callback=recorder)
-    assert model.iteration == 1
+    # as in SB3's on-policy algorithms: on_step returning False skips that rollout's update
+    assert model.iteration == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.agent.policy.particle_parameters()))
     assert [e[0] for e in recorder.events].count("step") == 3
     assert recorder.events[-1][0] == "training_end"
 

@@ -300,25 +300,21 @@ class SVPG(BaseAlgorithm):
             trainer = Trainer(None, resume=self.run_dir, iterations=self._iteration + n_iter)
             trainer.cfg.progress = progress_bar
             self._adopt(trainer)
-            self._hook_rollouts(trainer, callback)
-            trainer.train(callback=lambda it, scalars: self._on_iteration(it, scalars, total_timesteps,
-                                                                           log_interval))
+            trainer.train(
+                callback=lambda it, scalars: self._on_iteration(it, scalars, total_timesteps, log_interval),
+                on_rollout_start=lambda it: callback.on_rollout_start(),
+                on_rollout_end=lambda it, batch: self._on_rollout_end(batch, callback))
         callback.on_training_end()
         return self
 
-    def _hook_rollouts(self, trainer: Trainer, callback: BaseCallback) -> None:
-        """Call the SB3 callbacks around the agent's rollout (see module docstring)."""
-        agent = trainer.agent
-        collect = agent.collect
+    def _on_rollout_end(self, batch, callback: BaseCallback) -> bool:
+        """SB3's per-step callbacks, replayed from the batch, then ``on_rollout_end``.
 
-        def collect_with_callbacks(*args, **kwargs):
-            callback.on_rollout_start()
-            batch = collect(*args, **kwargs)
-            self._replay_steps(batch, callback)
-            callback.on_rollout_end()
-            return batch
-
-        agent.collect = collect_with_callbacks
+        As in SB3's on-policy algorithms, an ``on_step`` returning False skips the update.
+        """
+        self._replay_steps(batch, callback)
+        callback.on_rollout_end()
+        return not self._stop
 
     def _replay_steps(self, batch, callback: BaseCallback) -> None:
         T, M, E = batch.valid.shape
