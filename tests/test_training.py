@@ -110,3 +110,24 @@ def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
     assert state["iteration"] == 2  # the last good checkpoint (after iterations 0 and 1)
     for p in state["agent"]["policy"].values():
         assert torch.isfinite(p).all()
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1", "InvertedDoublePendulum-v5"])
+def test_any_gymnasium_id_trains(tmp_path, env):
+    if env.startswith("Inverted"):
+        pytest.importorskip("mujoco", reason="needs the mujoco extra")
+    cfg = tiny(tmp_path, algo="s2vgd-a2c", env=env, normalize_obs=True)
+    assert cfg.horizon == 40  # the tiny override wins over configs/<env>.yaml
+    trainer = Trainer(cfg)
+    run_dir = trainer.train()
+    rows = read_metrics(run_dir)
+    assert len(rows) == 2 and all(np.isfinite(r["train/surrogate"]) for r in rows)
+    assert trainer.agent.policy.discrete == (env == "CartPole-v1")
+    # observation statistics were collected and travel with the policy's state dict
+    state = load_checkpoint(run_dir)["agent"]["policy"]
+    assert float(state["obs_norm.count"]) > 1.0
+
+
+def test_per_task_yaml_sets_gymnasium_horizon():
+    assert resolve_config("Pendulum-v1").horizon == 200
+    assert resolve_config("Cartpole").iterations == 100
