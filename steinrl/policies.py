@@ -106,11 +106,14 @@ class EnsemblePolicy(nn.Module):
         return list(self.net.parameters()) + ([] if self.discrete else [self.log_std])
 
     def log_prior(self, prior) -> Tensor:
-        """log p(theta_i) for each particle, ``(M,)``; the log-std is one more prior group."""
-        lp = self.net.log_prior(prior)
-        if not self.discrete:
-            lp = lp + prior.log_prob(self.log_std)
-        return lp
+        """log p(theta_i) of each particle's network weights, ``(M,)``.
+
+        The papers' prior (S²VGD eq. 14) is on the weight factors and biases only; the
+        log-std is part of theta (it moves with the kernel) but has a flat prior. A
+        zero-mean prior on it would pull every policy back towards std 1 and stop it
+        from ever acting precisely.
+        """
+        return self.net.log_prior(prior)
 
     def dense(self) -> list[tuple[Tensor, Tensor]]:
         """Materialised dense weights of every layer (see :meth:`EnsembleMLP.dense`)."""
