@@ -29,6 +29,7 @@ Results go to ``benchmarks/results/learning.json`` (merged with earlier results)
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import subprocess
 import sys
@@ -67,9 +68,18 @@ def run_one(env: str, algo: str, seed: int, logdir: Path, sets: list[str], itera
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    result = read_run(env, algo, seed, logdir)
+    print(f"  done {env} {algo} seed {seed}: {len(result['mean'])} iterations in {wall:.0f}s, "
+          f"peak max-particle {max(result['max_particle']):.1f}", flush=True)
+    return result
+
+
+def read_run(env: str, algo: str, seed: int, logdir: Path) -> dict:
+    """The curves of a finished run from its ``metrics.jsonl``."""
+    run_dir = logdir / env.replace("/", "_") / algo / f"seed{seed}"
     rows = read_metrics(run_dir)
-    print(f"  done {env} {algo} seed {seed}: {len(rows)} iterations in {wall:.0f}s, "
-          f"peak max-particle {max(r['rollout/ep_rew_max_particle'] for r in rows):.1f}", flush=True)
+    if not rows:
+        raise FileNotFoundError(f"no metrics in {run_dir}")
     return {"env": env, "algo": algo, "seed": seed, "run_dir": str(run_dir),
             "wall": sum(r["time/iteration_seconds"] for r in rows),
             "max_particle": [r["rollout/ep_rew_max_particle"] for r in rows],
@@ -135,6 +145,8 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     p.add_argument("--logdir", default=str(RESULTS / "runs"), help="where the runs go")
     p.add_argument("--sb3", default="", help="comma-separated SB3 baselines to add: a2c,ppo")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: rebuild the table from the finished runs in --logdir")
     args = p.parse_args()
     env_list = args.env or DEFAULT_ENVS
     algos = args.algo or DEFAULT_ALGOS
@@ -142,26 +154,37 @@ def main() -> None:
     jobs = [(e, a, s) for e in env_list for a in algos for s in range(args.seeds)]
     print(f"learning benchmark '{args.tag}': {len(jobs)} runs, {args.jobs} at a time, logging to {logdir}",
           flush=True)
-    with ThreadPoolExecutor(args.jobs) as pool:
-        runs = list(pool.map(lambda j: run_one(*j, logdir, args.set, args.iterations), jobs))
+    if args.report_only:
+        runs = [read_run(*j, logdir) for j in jobs]
+    else:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            runs = list(pool.map(lambda j: run_one(*j, logdir, args.set, args.iterations), jobs))
+
+    sb3_rows: dict[str, dict[str, dict]] = {}
+    if not args.report_only:
+        for env in env_list:
+            for name in filter(None, args.sb3.split(",")):
+                steps = int(np.mean([r["steps_per_particle"] for r in runs if r["env"] == env]))
+                sb3_runs = [run_sb3(env, name, s, steps) for s in range(args.seeds)]
+                sb3_rows.setdefault(env, {})[f"sb3-{name}"] = {
+                    "seeds": list(range(args.seeds)), "steps": steps,
+                    "peak": float(np.mean([r["peak"] for r in sb3_runs])),
+                    "final": float(np.mean([r["final"] for r in sb3_runs])),
+                    "wall": float(np.mean([r["wall"] for r in sb3_runs])),
+                }
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     out_json = RESULTS / "learning.json"
+    lock = open(RESULTS / ".learning.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # several benchmark processes may finish at once
     results = json.loads(out_json.read_text()) if out_json.exists() else {}
     table = results.setdefault(args.tag, {})
     for env in env_list:
         for algo in algos:
             group = [r for r in runs if r["env"] == env and r["algo"] == algo]
-            table.setdefault(env, {})[algo] = {**summarise(group), "sets": args.set}
-        for name in filter(None, args.sb3.split(",")):
-            steps = int(np.mean([r["steps_per_particle"] for r in runs if r["env"] == env]))
-            sb3_runs = [run_sb3(env, name, s, steps) for s in range(args.seeds)]
-            table[env][f"sb3-{name}"] = {
-                "seeds": list(range(args.seeds)), "steps": steps,
-                "peak": float(np.mean([r["peak"] for r in sb3_runs])),
-                "final": float(np.mean([r["final"] for r in sb3_runs])),
-                "wall": float(np.mean([r["wall"] for r in sb3_runs])),
-            }
+            if group:
+                table.setdefault(env, {})[algo] = {**summarise(group), "sets": args.set}
+        table.setdefault(env, {}).update(sb3_rows.get(env, {}))
     out_json.write_text(json.dumps(results, indent=1))
 
     lines = []
@@ -179,6 +202,7 @@ def main() -> None:
                              f"| {pm} | {r['final']:.1f} | {r['wall']:.0f} | {rep} |")
         lines.append("")
     (RESULTS / "learning.md").write_text("\n".join(lines))
+    fcntl.flock(lock, fcntl.LOCK_UN)
     print("\n".join(lines))
     summary = []
     for env in env_list:
