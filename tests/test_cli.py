@@ -1,7 +1,6 @@
 """train.py / evaluate.py as a user runs them: errors exit 2 with one clear line."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
