@@ -104,8 +104,8 @@ class Config:
     prior_weight: float | None = None
     """Weight w of log p(theta) in the target J/alpha + w log p. J is a per-step mean
     over the particle's batch, so the default (None) is w = 1 / (alpha * batch_size): the
-    prior counts as one step's worth of tempered likelihood. (w = 1 lets a variance-0.01
-    prior outweigh the policy gradient ~1000x and the policy never learns.)"""
+    prior counts as one step's worth of tempered likelihood. (With w = 1 a variance-0.01
+    prior outweighs the policy gradient by >1e4 and the policy never learns.)"""
 
     # --- SVGD update --------------------------------------------------------------
     optimizer: str = "adam"
