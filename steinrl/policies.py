@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.ensemble import EnsembleMLP
+from steinrl.ensemble import EnsembleMLP, mlp_forward
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -122,7 +122,11 @@ class EnsemblePolicy(nn.Module):
     # --- distribution -------------------------------------------------------------
     def head(self, obs: Tensor, dense: list | None = None) -> Tensor:
         """Action means (Box) or logits (Discrete), ``(M, B, action_dim)``, from raw obs ``(M, B, obs_dim)``."""
-        return self.net(self.obs_norm(obs), dense)
+        if self.obs_norm.enabled:
+            obs = self.obs_norm(obs)
+        if dense is None:
+            dense = self.net.dense()
+        return mlp_forward(dense, obs, self.net.activation)
 
     def noise_shape(self, *batch: int) -> tuple[int, ...]:
         """Shape of the pre-drawn noise :meth:`sample` consumes for a batch ``(M, *batch)``."""
@@ -136,18 +140,21 @@ class EnsemblePolicy(nn.Module):
         u = torch.rand(shape, generator=generator, device=device).clamp_(1e-10, 1.0 - 1e-7)
         return -torch.log(-torch.log(u))
 
-    def sample(self, obs: Tensor, noise: Tensor | None, dense: list | None = None) -> Tensor:
+    def sample(self, obs: Tensor, noise: Tensor | None, dense: list | None = None,
+               std: Tensor | None = None) -> Tensor:
         """Actions for obs ``(M, B, obs_dim)``: ``(M, B, action_dim)`` (Box) or ``(M, B)`` int64 (Discrete).
 
         ``noise`` (from :meth:`draw_noise`) makes sampling reparameterised and cheap;
         ``noise=None`` gives the deterministic action (mean, or argmax of logits).
+        ``std`` ``(M, 1, action_dim)``: the Gaussian std if already computed (a rollout
+        computes it once, like ``dense``).
         """
         out = self.head(obs, dense)
         if self.discrete:
             return (out if noise is None else out + noise).argmax(-1)
         if noise is None:
             return out
-        return torch.addcmul(out, self.log_std.exp().unsqueeze(1), noise)
+        return torch.addcmul(out, self.log_std.exp().unsqueeze(1) if std is None else std, noise)
 
     def log_prob(self, obs: Tensor, actions: Tensor, dense: list | None = None) -> tuple[Tensor, Tensor]:
         """log pi(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
