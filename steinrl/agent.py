@@ -82,7 +82,12 @@ class Agent:
         self.policy = build_policy(cfg, observation_space, action_space).to(self.device)
         self.prior = make_prior(cfg.prior, **(
             {"variance": cfg.prior_variance} if cfg.prior == "gaussian" else {"a": cfg.prior_a, "b": cfg.prior_b}))
-        self.svgd = SVGD(self.policy.particle_parameters(), lr=cfg.lr, optimizer=cfg.optimizer,
+        kernel_params = self.policy.particle_parameters()
+        self.log_std_opt: torch.optim.Optimizer | None = None
+        if not cfg.log_std_in_kernel and not self.policy.discrete:
+            kernel_params = list(self.policy.net.parameters())
+            self.log_std_opt = torch.optim.Adam([self.policy.log_std], lr=cfg.lr)
+        self.svgd = SVGD(kernel_params, lr=cfg.lr, optimizer=cfg.optimizer,
                          kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth)
         self.value: ValueEnsemble | None = None
         self.value_opt: torch.optim.Optimizer | None = None
@@ -157,10 +162,14 @@ class Agent:
         log_prior = self.policy.log_prior(self.prior)  # (M,)
         log_target = surrogate / cfg.temperature + cfg.effective_prior_weight * log_prior
         self.svgd.zero_grad()
+        if self.log_std_opt is not None:
+            self.log_std_opt.zero_grad()
         (-log_target.sum()).backward()
         self._check_finite([p.grad for p in self.policy.particle_parameters()], "gradient", iteration)
         self._set_lr(iteration)
         info = self.svgd.step()
+        if self.log_std_opt is not None:
+            self.log_std_opt.step()
         self._check_finite(list(self.policy.particle_parameters()), "parameter", iteration)
 
         value_loss = explained = None
@@ -186,7 +195,8 @@ class Agent:
         lr = cfg.lr
         if cfg.lr_halving_every > 0 and iteration >= cfg.lr_halving_start:
             lr = cfg.lr * 0.5 ** ((iteration - cfg.lr_halving_start) // cfg.lr_halving_every + 1)
-        for group in self.svgd.optimizer.param_groups:
+        opts = [self.svgd.optimizer] + ([self.log_std_opt] if self.log_std_opt is not None else [])
+        for group in (g for opt in opts for g in opt.param_groups):
             group["lr"] = lr
 
     @staticmethod
@@ -200,6 +210,8 @@ class Agent:
     # --- state --------------------------------------------------------------------
     def state_dict(self) -> dict:
         state = {"policy": self.policy.state_dict(), "svgd": self.svgd.state_dict()}
+        if self.log_std_opt is not None:
+            state["log_std_opt"] = self.log_std_opt.state_dict()
         if self.value is not None:
             state["value"] = self.value.state_dict()
             state["value_opt"] = self.value_opt.state_dict()
@@ -208,6 +220,8 @@ class Agent:
     def load_state_dict(self, state: dict) -> None:
         self.policy.load_state_dict(state["policy"])
         self.svgd.load_state_dict(state["svgd"])
+        if self.log_std_opt is not None:
+            self.log_std_opt.load_state_dict(state["log_std_opt"])
         if self.value is not None:
             self.value.load_state_dict(state["value"])
             self.value_opt.load_state_dict(state["value_opt"])
