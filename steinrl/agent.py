@@ -105,11 +105,9 @@ class Agent:
         T_max = sampler.max_steps(cfg.steps_per_env, cfg.whole_episodes)
         policy = self.policy
         with torch.no_grad():
-            dense = policy.dense()
             noise = policy.draw_noise((T_max, *policy.noise_shape(sampler.E)), policy.discrete, gen, self.device)
-            std = None if policy.discrete else policy.log_std.exp().unsqueeze(1)
-            batch = sampler.collect(lambda obs, t: policy.sample(obs, noise[t], dense, std),
-                                    cfg.steps_per_env, whole_episodes=cfg.whole_episodes, seed=seed)
+            batch = sampler.collect(policy.actor(noise), cfg.steps_per_env,
+                                    whole_episodes=cfg.whole_episodes, seed=seed)
         policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))
         return batch
 

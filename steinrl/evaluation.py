@@ -149,14 +149,14 @@ def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: st
     with torch.no_grad():
         if mode == "per-particle":
             venv = envs.make_vec(cfg.env, M * episodes, max_episode_steps=cfg.horizon)
-            sampler = Sampler(venv, M, episodes, cfg.horizon, device)
+            sampler = Sampler(venv, M, episodes, cfg.horizon)
             gen = torch.Generator(device=device).manual_seed(seed)
             dense = policy.dense()
 
-            def act(obs: Tensor, t: int) -> Tensor:
+            def act(obs: np.ndarray, t: int) -> np.ndarray:
                 noise = None if deterministic else policy.draw_noise(
                     policy.noise_shape(episodes), policy.discrete, gen, device)
-                return policy.sample(obs, noise, dense)
+                return policy.sample(torch.as_tensor(obs, device=device), noise, dense).cpu().numpy()
 
             batch = sampler.collect(act, 1, whole_episodes=True, seed=seed, store=False)
             venv.close()
@@ -165,9 +165,9 @@ def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: st
         actor = EnsembleActor(policy, mode=mode, deterministic=deterministic, seed=seed)
         actor.reset(batch_size=episodes)
         venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.horizon)
-        sampler = Sampler(venv, 1, episodes, cfg.horizon, device)
-        batch = sampler.collect(lambda obs, t: actor.act(obs[0]).unsqueeze(0), 1,
-                                whole_episodes=True, seed=seed, store=False)
+        sampler = Sampler(venv, 1, episodes, cfg.horizon)
+        batch = sampler.collect(lambda obs, t: actor.act(torch.as_tensor(obs[0], device=device)).cpu().numpy()[None],
+                                1, whole_episodes=True, seed=seed, store=False)
         venv.close()
         return {"returns": batch.episode_returns[0].tolist(), "lengths": batch.episode_lengths[0].tolist()}
 

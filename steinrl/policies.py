@@ -20,6 +20,19 @@ from steinrl.ensemble import EnsembleMLP, mlp_forward
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def _np_elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+#: numpy activations for :meth:`EnsemblePolicy.actor` (in place where numpy allows).
+_NUMPY_ACTIVATIONS = {
+    "tanh": lambda x: np.tanh(x, out=x),
+    "relu": lambda x: np.maximum(x, 0, out=x),
+    "elu": _np_elu,
+    "identity": None,
+}
+
+
 class ObsNormalizer(nn.Module):
     """Running mean / variance of observations (parallel-algorithm update, as in SB3's VecNormalize).
 
@@ -155,6 +168,49 @@ class EnsemblePolicy(nn.Module):
         if noise is None:
             return out
         return torch.addcmul(out, self.log_std.exp().unsqueeze(1) if std is None else std, noise)
+
+    def actor(self, noise: Tensor | None, dense: list | None = None, obs_shape: tuple[int, int] | None = None):
+        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for :class:`~steinrl.rollout.Sampler`.
+
+        ``noise`` ``(T, M, E, action_dim)`` (from :meth:`draw_noise`) is consumed one step
+        ``t`` at a time; ``None`` gives deterministic actions. On CPU the forward pass runs
+        in numpy on the materialised dense weights (a rollout step is a few tiny matmuls,
+        where numpy's per-call cost is a fraction of torch's); on other devices it calls
+        :meth:`sample` on the device. Both give the same actions (up to float rounding).
+        """
+        dense = self.dense() if dense is None else dense
+        device = dense[0][0].device
+        if device.type != "cpu":
+            def act_torch(obs: np.ndarray, t: int) -> np.ndarray:
+                o = torch.as_tensor(obs, device=device)
+                return self.sample(o, None if noise is None else noise[t], dense).cpu().numpy()
+            return act_torch
+        layers = [(W.detach().numpy(), b.detach().numpy()[:, None, :]) for W, b in dense]
+        act_fn = _NUMPY_ACTIVATIONS[self.net.activation]
+        norm = None
+        if self.obs_norm.enabled:
+            norm = (self.obs_norm.mean.numpy().astype(np.float32),
+                    np.sqrt(self.obs_norm.var.numpy() + self.obs_norm.eps).astype(np.float32), self.obs_norm.clip)
+        noise_np = None if noise is None else noise.detach().numpy()
+        std = None if self.discrete else self.log_std.detach().exp().numpy()[:, None, :]  # (M, 1, A)
+        last = len(layers) - 1
+
+        def act(obs: np.ndarray, t: int) -> np.ndarray:
+            x = obs
+            if norm is not None:
+                x = np.clip((x - norm[0]) / norm[1], -norm[2], norm[2])
+            for i, (W, b) in enumerate(layers):
+                x = np.matmul(x, W)
+                x += b
+                if i != last and act_fn is not None:
+                    x = act_fn(x)
+            if self.discrete:
+                return (x if noise_np is None else x + noise_np[t]).argmax(-1)
+            if noise_np is not None:
+                x += std * noise_np[t]
+            return x
+
+        return act
 
     def log_prob(self, obs: Tensor, actions: Tensor, dense: list | None = None) -> tuple[Tensor, Tensor]:
         """log pi(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""

@@ -27,16 +27,18 @@ from torch import Tensor
 
 from steinrl.policies import space_bounds
 
-#: ``act(obs (M, E, obs_dim), t) -> actions (M, E, action_dim) or (M, E)``
-ActFn = Callable[[Tensor, int], Tensor]
+#: ``act(obs (M, E, obs_dim) float32 numpy, t) -> actions (M, E, action_dim) float32 or (M, E) int``
+#: numpy arrays. The sampler works in numpy end to end (no per-step tensor conversions);
+#: :meth:`steinrl.policies.EnsemblePolicy.actor` builds one from a policy.
+ActFn = Callable[[np.ndarray, int], np.ndarray]
 
 
 @dataclass
 class Batch:
     """One iteration's samples. ``T`` is the number of vector steps taken."""
 
-    obs: Tensor  # (T + 1, M, E, obs_dim) float32; obs[t + 1] follows step t (final obs if step t ended)
-    actions: Tensor  # (T, M, E, action_dim) float32, or (T, M, E) int64 for Discrete
+    obs: Tensor  # (T + 1, M, E, obs_dim) float32 (CPU); obs[t + 1] follows step t (final obs if step t ended)
+    actions: Tensor  # (T, M, E, action_dim) float32, or (T, M, E) int64 for Discrete (CPU)
     rewards: np.ndarray  # (T, M, E) float32
     terminated: np.ndarray  # (T, M, E) bool: a true terminal state (value 0)
     done: np.ndarray  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
@@ -57,11 +59,10 @@ class Sampler:
     :param num_particles: M.
     :param envs_per_particle: E.
     :param horizon: maximum episode length (bounds how long whole episodes can run).
-    :param device: torch device the policy lives on.
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, num_particles: int, envs_per_particle: int,
-                 horizon: int, device: torch.device | str = "cpu"):
+                 horizon: int):
         if envs.num_envs != num_particles * envs_per_particle:
             raise ValueError(f"vector env has {envs.num_envs} envs, expected M*E = {num_particles * envs_per_particle}")
         mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
@@ -70,7 +71,6 @@ class Sampler:
         self.envs = envs
         self.M, self.E = num_particles, envs_per_particle
         self.horizon = horizon
-        self.device = torch.device(device)
         space = envs.single_action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
         self.bounds = space_bounds(space)
@@ -85,12 +85,12 @@ class Sampler:
     def _allocate(self, T: int) -> None:
         if T <= self._capacity:
             return
-        M, E, N = self.M, self.E, self.M * self.E
-        self._obs = torch.empty((T + 1, M, E, self.obs_dim), dtype=torch.float32, device=self.device)
+        N = self.M * self.E
+        self._obs = np.empty((T + 1, N, self.obs_dim), dtype=np.float32)
         if self.discrete:
-            self._act = torch.empty((T, M, E), dtype=torch.int64, device=self.device)
+            self._act = np.empty((T, N), dtype=np.int64)
         else:
-            self._act = torch.empty((T, M, E, self.action_dim), dtype=torch.float32, device=self.device)
+            self._act = np.empty((T, N, self.action_dim), dtype=np.float32)
         self._rew = np.empty((T, N), dtype=np.float32)
         self._term = np.empty((T, N), dtype=bool)
         self._done = np.empty((T, N), dtype=bool)
@@ -121,13 +121,12 @@ class Sampler:
         low_high = self.bounds
         t = 0
         for t in range(T_max):
-            obs = torch.as_tensor(obs_np, dtype=torch.float32).to(self.device, non_blocking=True).view(M, E, -1)
+            obs = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
             if store:
-                self._obs[t].copy_(obs)
-            a = act(obs, t)
+                self._obs[t] = obs
+            a_np = np.asarray(act(obs.reshape(M, E, -1), t)).reshape(N, *self._act.shape[2:])
             if store:
-                self._act[t].copy_(a)
-            a_np = a.reshape(N, *a.shape[2:]).cpu().numpy()
+                self._act[t] = a_np
             if low_high is not None:
                 a_np = np.clip(a_np, low_high[0], low_high[1])
             obs_np, rew, term, trunc, _ = self.envs.step(a_np)
@@ -155,14 +154,14 @@ class Sampler:
             prev_done = done
         T = t + 1
         if store:
-            self._obs[T].copy_(torch.as_tensor(obs_np, dtype=torch.float32).view(M, E, -1))
+            self._obs[T] = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
         env_idx = np.concatenate(ended_env) if ended_env else np.zeros(0, dtype=np.int64)
         rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
         lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
         particle = env_idx // E
         return Batch(
-            obs=self._obs[: T + 1],
-            actions=self._act[:T],
+            obs=torch.from_numpy(self._obs[: T + 1]).view(T + 1, M, E, self.obs_dim),
+            actions=torch.from_numpy(self._act[:T]).view(T, M, E, *self._act.shape[2:]),
             rewards=self._rew[:T].reshape(T, M, E),
             terminated=self._term[:T].reshape(T, M, E),
             done=self._done[:T].reshape(T, M, E),

@@ -140,7 +140,7 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         self.envs = make_envs(cfg)
-        self.sampler = Sampler(self.envs, cfg.particles, cfg.envs_per_particle, cfg.horizon, cfg.device)
+        self.sampler = Sampler(self.envs, cfg.particles, cfg.envs_per_particle, cfg.horizon)
         self.agent = Agent(cfg, self.envs.single_observation_space, self.envs.single_action_space)
         if state is not None:
             self.agent.load_state_dict(state["agent"])

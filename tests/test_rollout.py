@@ -40,9 +40,8 @@ def naive_episodes(seed: int, whole: bool):
     return out
 
 
-def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-    o = obs.numpy()
-    return torch.tensor([[policy_action(o[m, e], m) for e in range(E)] for m in range(M)])
+def act(obs: np.ndarray, t: int) -> np.ndarray:
+    return np.array([[policy_action(obs[m, e], m) for e in range(E)] for m in range(M)])
 
 
 @pytest.mark.parametrize("whole", [True, False])
@@ -76,3 +75,36 @@ def test_sampler_rejects_wrong_env_count():
     with pytest.raises(ValueError, match="M\\*E"):
         Sampler(venv, 3, 2, 100)
     venv.close()
+
+
+@pytest.mark.parametrize("space,activation,normalize", [
+    (gym.spaces.Box(-1, 1, (2,)), "tanh", False),
+    (gym.spaces.Box(-1, 1, (1,)), "relu", True),
+    (gym.spaces.Box(-1, 1, (1,)), "elu", False),
+    (gym.spaces.Discrete(3), "tanh", True),
+])
+def test_numpy_actor_matches_torch_sample(space, activation, normalize):
+    """The rollout's numpy forward gives the actions of the torch policy, noise included."""
+    from steinrl.policies import EnsemblePolicy
+
+    torch.manual_seed(0)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (5,))
+    policy = EnsemblePolicy(4, obs_space, space, (7, 3), activation=activation, layer="householder",
+                            log_std_init=-0.5, normalize_obs=normalize)
+    policy.obs_norm.update(torch.randn(100, 5) * 3 + 1)
+    obs = torch.randn(6, 4, 2, 5)  # (T, M, E, obs_dim)
+    gen = torch.Generator().manual_seed(1)
+    noise = policy.draw_noise((6, *policy.noise_shape(2)), policy.discrete, gen, "cpu")
+    with torch.no_grad():
+        act = policy.actor(noise)
+        det = policy.actor(None)
+        for t in range(6):
+            ref = policy.sample(obs[t], noise[t])
+            got = act(obs[t].numpy(), t)
+            assert got.shape == tuple(ref.shape)
+            if policy.discrete:
+                assert np.array_equal(got, ref.numpy())
+            else:
+                np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(det(obs[t].numpy(), t), policy.sample(obs[t], None).numpy(),
+                                           rtol=1e-5, atol=1e-5)
