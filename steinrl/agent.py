@@ -22,7 +22,7 @@ from torch import Tensor
 
 from steinrl.algos import parse_algo
 from steinrl.config import Config
-from steinrl.critic import ValueEnsemble
+from steinrl.critic import ValueEnsemble, explained_variance
 from steinrl.estimators import discounted_returns, gae, standardize
 from steinrl.policies import EnsemblePolicy
 from steinrl.priors import make_prior
@@ -102,37 +102,39 @@ class Agent:
         cfg = self.cfg
         seed = iteration_seed(cfg.seed, iteration)
         gen = torch.Generator(device=self.device).manual_seed(seed)
-        T_max = sampler.max_steps(cfg.steps_per_env, cfg.whole_episodes)
+        T_max = sampler.max_steps(cfg.batch_size, cfg.whole_episodes)
         policy = self.policy
         with torch.no_grad():
             noise = policy.draw_noise((T_max, *policy.noise_shape(sampler.E)), policy.discrete, gen, self.device)
-            batch = sampler.collect(policy.actor(noise), cfg.steps_per_env,
+            batch = sampler.collect(policy.actor(noise), cfg.batch_size,
                                     whole_episodes=cfg.whole_episodes, seed=seed)
         policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))
         return batch
 
     # --- update -------------------------------------------------------------------
-    def advantages(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
-        """Advantages ``(T, M, E)`` for the policy and value targets (a2c) or None."""
+    def advantages(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None, float | None]:
+        """Advantages ``(T, M, E)`` for the policy, and for a2c the value targets ``(T, M, E)``
+        and the explained variance of the current value networks (else None, None)."""
         cfg = self.cfg
+        targets = explained = None
         if self.estimator == "reinforce":
             adv = discounted_returns(batch.rewards, batch.done, cfg.discount)
-            targets = None
         else:
             with torch.no_grad():
                 T1, M, E, d = batch.obs.shape
-                obs = self.policy.obs_norm(batch.obs.permute(1, 0, 2, 3).reshape(M, T1 * E, d))
+                obs = self.policy.obs_norm(batch.obs.to(self.device).permute(1, 0, 2, 3).reshape(M, T1 * E, d))
                 values = self.value(obs).view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
             adv, targets = gae(batch.rewards, values, batch.terminated, batch.done, cfg.discount, cfg.gae_lambda)
+            explained = explained_variance(values[:-1], targets, batch.valid)
         if cfg.normalize_advantages:
             adv = standardize(adv, batch.valid, axis=(0, 2))
-        return adv, targets
+        return adv, targets, explained
 
     def update(self, batch: Batch, iteration: int) -> UpdateStats:
         """One SVGD step of the policy particles (and value regression for a2c)."""
         cfg = self.cfg
         M = cfg.particles
-        adv, targets = self.advantages(batch)
+        adv, targets, explained = self.advantages(batch)
         # Compact each particle's valid steps into (M, n_max, ...) so the update skips the
         # padding of reset steps and stopped envs.
         valid = torch.as_tensor(batch.valid).permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
@@ -170,10 +172,10 @@ class Agent:
             self.log_std_opt.step()
         self._check_finite(list(self.policy.particle_parameters()), "parameter", iteration)
 
-        value_loss = explained = None
+        value_loss = None
         if self.value is not None:
             gen = torch.Generator(device=self.device).manual_seed(iteration_seed(cfg.seed, iteration) + 1)
-            value_loss, explained = self.value.fit(
+            value_loss = self.value.fit(
                 self.value_opt, self.policy.obs_norm(obs), take(torch.as_tensor(targets, dtype=torch.float32)),
                 mask, cfg.value_steps, cfg.value_minibatch, gen)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -38,14 +39,14 @@ class ValueEnsemble(nn.Module):
         return self.target_mean + self.target_std * self.net(obs).squeeze(-1)
 
     def fit(self, optimizer: torch.optim.Optimizer, obs: Tensor, targets: Tensor, mask: Tensor, steps: int,
-            minibatch: int, generator: torch.Generator | None = None) -> tuple[float, float]:
+            minibatch: int, generator: torch.Generator | None = None) -> float:
         """Regress ``targets`` ``(M, B)`` on ``obs`` ``(M, B, obs_dim)`` over ``mask``-ed entries.
 
         Each step uses ``minibatch`` random valid-or-padding columns per particle (all
         columns if ``minibatch >= B``); padding is masked out of the loss.
 
-        :return: (mean squared error in return units, explained variance), averaged over particles,
-            on the whole batch after fitting.
+        :return: the mean squared error of the regression steps in return units, averaged
+            over steps and particles (the value loss, as SB3 logs it).
         """
         M, B = targets.shape
         count = mask.sum(1).clamp_min(1.0)
@@ -55,6 +56,7 @@ class ValueEnsemble(nn.Module):
             self.target_mean.copy_(mean[:, None])
             self.target_std.copy_(std[:, None])
             z = (targets - self.target_mean) / self.target_std  # (M, B), unit scale
+        total = torch.zeros(M, dtype=targets.dtype, device=targets.device)
         for _ in range(steps):
             if minibatch < B:
                 idx = torch.randint(B, (M, minibatch), generator=generator, device=obs.device)
@@ -67,8 +69,24 @@ class ValueEnsemble(nn.Module):
             optimizer.zero_grad()
             loss.sum().backward()
             optimizer.step()
-        with torch.no_grad():
-            resid = (self(obs) - targets) * mask
-            mse = resid.square().sum(1) / count
-            explained = 1.0 - mse / std.square()
-        return float(mse.mean()), float(explained.mean())
+            total += loss.detach()
+        return float((total / max(steps, 1) * std.square()).mean())
+
+
+def explained_variance(values: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> float:
+    """1 - Var[targets - values] / Var[targets] over ``valid`` entries, per particle, averaged.
+
+    :param values: ``(T, M, E)`` value predictions made before fitting (as SB3 reports it).
+    :param targets: ``(T, M, E)`` value targets.
+    :param valid: ``(T, M, E)`` bool mask.
+    """
+    w = valid.astype(np.float64)
+    n = w.sum(axis=(0, 2)).clip(min=1.0)
+    def var(x: np.ndarray) -> np.ndarray:
+        mean = (x * w).sum(axis=(0, 2)) / n
+        return (((x - mean[None, :, None]) ** 2) * w).sum(axis=(0, 2)) / n
+    vt = var(targets)
+    ok = vt > 0
+    if not ok.any():
+        return float("nan")
+    return float(np.mean(1.0 - var(targets - values)[ok] / vt[ok]))

@@ -3,13 +3,15 @@
 Layout: the vector env holds ``N = M * E`` envs, particle-major (env ``n`` belongs to
 particle ``n // E``). Rollout storage is time-major ``(T, M, E, ...)``.
 
-Sampling follows the SVPG sampler: every env starts a fresh episode at the start of the
-batch; once an env has contributed ``steps_per_env`` valid steps it finishes the episode
-it is in and then stops (``whole_episodes=True``), so no episode is cut by the batch
-boundary and each particle gets at least ``E * steps_per_env`` steps. With
-``whole_episodes=False`` the vector env takes exactly ``steps_per_env`` steps (reset steps
-included) and the episodes still running at the end are cut (their last step is neither
-terminated nor truncated).
+Whole episodes (``whole_episodes=True``, as the SVPG code sampled with rllab): each
+particle's E envs are its parallel workers. Every env starts a fresh episode at the start
+of the batch and, whenever one ends, starts another only while the particle's steps so
+far (completed episodes plus episodes in progress) are fewer than ``steps_per_particle``.
+Episodes in progress then run to their end, so no episode is cut by the batch boundary
+and each particle gets at least ``steps_per_particle`` steps. With
+``whole_episodes=False`` the vector env takes exactly ``ceil(steps_per_particle / E)``
+steps (reset steps included) and the episodes still running at the end are cut (their
+last step is neither terminated nor truncated).
 
 Vector envs use Gymnasium's next-step autoreset: the step after an episode ended only
 resets that env; it is stored but marked invalid.
@@ -78,9 +80,17 @@ class Sampler:
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
         self._capacity = 0
 
-    def max_steps(self, steps_per_env: int, whole_episodes: bool) -> int:
-        """Upper bound on vector steps: each valid step may be followed by an invalid reset step."""
-        return 2 * (steps_per_env + self.horizon) if whole_episodes else steps_per_env
+    def max_steps(self, steps_per_particle: int, whole_episodes: bool) -> int:
+        """Upper bound on the vector steps of one batch.
+
+        Whole episodes: after ``t`` steps each env has completed at least
+        ``(t - horizon - 1) / 2`` valid steps (every valid step may be followed by a reset
+        step, and one episode of at most ``horizon`` steps may be in progress), so the
+        budget is reached by ``2 ceil(budget / E) + horizon + 1`` and the episodes then in
+        progress end within ``horizon + 1`` more steps.
+        """
+        per_env = -(-steps_per_particle // self.E)
+        return 2 * per_env + 2 * self.horizon + 2 if whole_episodes else per_env
 
     def _allocate(self, T: int) -> None:
         if T <= self._capacity:
@@ -97,22 +107,23 @@ class Sampler:
         self._valid = np.empty((T, N), dtype=bool)
         self._capacity = T
 
-    def collect(self, act: ActFn, steps_per_env: int, *, whole_episodes: bool = True,
+    def collect(self, act: ActFn, steps_per_particle: int, *, whole_episodes: bool = True,
                 seed: int | None = None, store: bool = True) -> Batch:
         """Run one batch and return it (views into preallocated buffers, valid until the next call).
 
         :param act: the ensemble's action function (see :data:`ActFn`).
-        :param steps_per_env: valid steps each env contributes before it may stop.
+        :param steps_per_particle: the batch budget of each particle (see the module docstring).
         :param seed: seed for ``envs.reset`` at the start of the batch.
         :param store: keep observations and actions (training); off for evaluation.
         """
         M, E, N = self.M, self.E, self.M * self.E
-        T_max = self.max_steps(steps_per_env, whole_episodes)
+        T_max = self.max_steps(steps_per_particle, whole_episodes)
         self._allocate(T_max)
         obs_np, _ = self.envs.reset(seed=seed)
         active = np.ones(N, dtype=bool)
         prev_done = np.zeros(N, dtype=bool)
-        count = np.zeros(N, dtype=np.int64)
+        completed = np.zeros(M, dtype=np.int64)  # steps in each particle's completed episodes
+        owner = np.arange(N) // E  # particle of each env
         ep_ret = np.zeros(N, dtype=np.float64)
         ep_len = np.zeros(N, dtype=np.int64)
         ended_env: list[np.ndarray] = []
@@ -138,17 +149,22 @@ class Sampler:
             self._valid[t] = valid
             ep_ret += rew * valid
             ep_len += valid
-            count += valid
             ended = done & valid
             if ended.any():
                 idx = np.flatnonzero(ended)
                 ended_env.append(idx)
                 ended_ret.append(ep_ret[idx])
                 ended_len.append(ep_len[idx])
+                if whole_episodes:
+                    np.add.at(completed, idx // E, ep_len[idx])
                 ep_ret[idx] = 0.0
                 ep_len[idx] = 0
-                if whole_episodes:
-                    active[idx[count[idx] >= steps_per_env]] = False
+            if whole_episodes:
+                between = ended | (prev_done & active)  # envs that would start a new episode
+                if between.any():
+                    # a particle's steps so far: completed episodes + episodes in progress
+                    collected = completed + ep_len.reshape(M, E).sum(1)
+                    active &= ~(between & (collected[owner] >= steps_per_particle))
                     if not active.any():
                         break
             prev_done = done

@@ -168,3 +168,29 @@ def test_glorot_init_scale():
     W_hidden, W_out = net.layers[0].weight(), net.layers[1].weight()
     assert abs(W_hidden.std().item() / math.sqrt(2.0 / 70) - 1.0) < 0.05
     assert abs(W_out.std().item() / (0.5 * math.sqrt(2.0 / 50)) - 1.0) < 0.05
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_large_tanh_blocks_match_plain_tanh(grad):
+    """Large hidden blocks take the sigmoid form of tanh; values and gradients match plain tanh."""
+    torch.manual_seed(0)
+    net = EnsembleMLP(4, 6, [40, 30], 2, activation="tanh", layer="gaussian").double()
+    x = torch.randn(4, 3000, 6, dtype=torch.float64)  # 4 * 40 * 3000 elements: above the sigmoid-form threshold
+    ref_layers = [(W.detach().clone().requires_grad_(grad), b.detach().clone().requires_grad_(grad))
+                  for W, b in net.dense()]
+    h = x
+    for i, (W, b) in enumerate(ref_layers):  # reference: plain bmm + torch.tanh
+        h = torch.bmm(h, W) + b.unsqueeze(1)
+        if i < 2:
+            h = torch.tanh(h)
+    dense = [(W.detach().clone().requires_grad_(grad), b.detach().clone().requires_grad_(grad))
+             for W, b in ref_layers]
+    with torch.set_grad_enabled(grad):
+        y = mlp_forward(dense, x, "tanh")
+    torch.testing.assert_close(y, h.detach() if not grad else h, rtol=1e-10, atol=1e-10)
+    if grad:
+        h.square().sum().backward()
+        y.square().sum().backward()
+        for (W, b), (W0, b0) in zip(dense, ref_layers):
+            torch.testing.assert_close(W.grad, W0.grad, rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(b.grad, b0.grad, rtol=1e-9, atol=1e-9)

@@ -61,3 +61,19 @@ def test_standardize_per_particle_ignores_masked_entries():
         vals = z[:, m][mask[:, m]]
         assert vals.mean() == pytest.approx(0.0, abs=1e-9)
         assert vals.std() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_explained_variance_per_particle_over_valid_steps():
+    from steinrl.critic import explained_variance
+
+    rng = np.random.default_rng(0)
+    T, M, E = 7, 3, 2
+    targets = rng.normal(size=(T, M, E))
+    values = targets + rng.normal(scale=0.5, size=(T, M, E))
+    valid = rng.random((T, M, E)) > 0.3
+    ref = []
+    for m in range(M):  # naive: one particle at a time over its valid entries
+        t, v = targets[:, m][valid[:, m]], values[:, m][valid[:, m]]
+        ref.append(1.0 - np.var(t - v) / np.var(t))
+    assert explained_variance(values, targets, valid) == pytest.approx(np.mean(ref))
+    assert explained_variance(targets, targets, valid) == pytest.approx(1.0)

@@ -7,7 +7,7 @@ import torch
 
 from steinrl.rollout import Sampler
 
-M, E, BUDGET, HORIZON = 3, 2, 40, 60
+M, E, BUDGET, HORIZON = 3, 3, 90, 60
 
 
 def policy_action(obs: np.ndarray, particle: int) -> int:
@@ -16,27 +16,41 @@ def policy_action(obs: np.ndarray, particle: int) -> int:
 
 
 def naive_episodes(seed: int, whole: bool):
-    """Per env: run single envs one step at a time, exactly as the sampler's contract says."""
+    """Per particle: its E single envs stepped in lockstep, one python step at a time,
+    following the sampler's contract (an env starts a new episode only while the
+    particle's steps so far, episodes in progress included, are below the budget)."""
     out = {}
-    for n in range(M * E):
-        env = gym.make("CartPole-v1", max_episode_steps=HORIZON)
-        obs, _ = env.reset(seed=seed + n)
-        rets, steps, vector_steps, ep_ret = [], 0, 0, 0.0
-        while True:
-            obs, r, term, trunc, _ = env.step(policy_action(obs, n // E))
-            ep_ret += r
-            steps += 1
-            vector_steps += 1
-            if term or trunc:
-                rets.append(ep_ret)
-                ep_ret = 0.0
-                if whole and steps >= BUDGET:
-                    break
-                obs, _ = env.reset()
-                vector_steps += 1  # next-step autoreset spends one vector step on the reset
-            if not whole and vector_steps >= BUDGET:
-                break
-        out[n] = (rets, steps)
+    T_cut = -(-BUDGET // E)
+    for m in range(M):
+        envs = [gym.make("CartPole-v1", max_episode_steps=HORIZON) for _ in range(E)]
+        obs = [env.reset(seed=seed + m * E + e)[0] for e, env in enumerate(envs)]
+        state = ["run"] * E  # run | reset (next vector step resets) | stopped
+        rets, lens, ep_ret, ep_len, completed, t = [], [], [0.0] * E, [0] * E, 0, 0
+        while any(st != "stopped" for st in state) and (whole or t < T_cut):
+            resetting = [st == "reset" for st in state]
+            ended = []
+            for e in range(E):
+                if state[e] == "reset":  # next-step autoreset spends one vector step on the reset
+                    obs[e], _ = envs[e].reset()
+                    state[e] = "run"
+                elif state[e] == "run":
+                    obs[e], r, term, trunc, _ = envs[e].step(policy_action(obs[e], m))
+                    ep_ret[e] += r
+                    ep_len[e] += 1
+                    if term or trunc:
+                        rets.append(ep_ret[e])
+                        lens.append(ep_len[e])
+                        completed += ep_len[e]
+                        ep_ret[e], ep_len[e] = 0.0, 0
+                        state[e] = "reset"
+                        ended.append(e)
+            t += 1
+            if whole and completed + sum(ep_len) >= BUDGET:  # steps so far, episodes in progress included
+                for e in range(E):
+                    if e in ended or resetting[e]:
+                        state[e] = "stopped"
+        steps = sum(lens) + (0 if whole else sum(ep_len))
+        out[m] = (rets, steps)
     return out
 
 
@@ -51,17 +65,19 @@ def test_sampler_matches_naive_loop(whole):
     batch = sampler.collect(act, BUDGET, whole_episodes=whole, seed=123)
     ref = naive_episodes(123, whole)
     for m in range(M):
-        expected = sorted(r for n in range(m * E, (m + 1) * E) for r in ref[n][0])
+        expected = sorted(ref[m][0])
         assert sorted(batch.episode_returns[m].tolist()) == expected
-        steps = sum(ref[n][1] for n in range(m * E, (m + 1) * E))
+        steps = ref[m][1]
         assert batch.valid[:, m].sum() == steps
         if whole:
-            assert steps >= E * BUDGET
+            assert steps >= BUDGET
             # whole episodes: every valid step belongs to a completed episode
             assert batch.episode_lengths[m].sum() == steps
             assert batch.rewards[:, m][batch.valid[:, m]].sum() == pytest.approx(sum(expected))
-    if not whole:
-        assert batch.actions.shape[0] == BUDGET
+    if whole:
+        assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, True)
+    else:
+        assert batch.actions.shape[0] == -(-BUDGET // E)
     # the step after an episode end is a reset step and never valid
     after_done = np.zeros_like(batch.done)
     after_done[1:] = batch.done[:-1]
