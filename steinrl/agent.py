@@ -8,7 +8,8 @@ One iteration (see :meth:`Agent.collect` and :meth:`Agent.update`):
 3. one batched forward + backward gives g_i = grad[J(theta_i) / alpha + w log p(theta_i)]
    for all particles, J being the per-step mean of log pi(a|s) * A;
 4. the SVGD step moves the particles along phi (attractive + repulsive terms);
-5. (a2c) a few minibatch regression steps fit each particle's value network.
+5. (a2c) the baselines are refitted: a few minibatch regression steps of each particle's
+   value network (``critic: mlp``) or one batched least-squares solve (``critic: linear``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from steinrl.algos import parse_algo
 from steinrl.config import Config
-from steinrl.critic import ValueEnsemble, explained_variance
+from steinrl.critic import LinearBaseline, ValueEnsemble, explained_variance
 from steinrl.estimators import discounted_returns, gae, standardize
 from steinrl.policies import EnsemblePolicy
 from steinrl.priors import make_prior
@@ -89,12 +90,14 @@ class Agent:
             self.log_std_opt = torch.optim.Adam([self.policy.log_std], lr=cfg.lr)
         self.svgd = SVGD(kernel_params, lr=cfg.lr, optimizer=cfg.optimizer,
                          kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth)
-        self.value: ValueEnsemble | None = None
+        self.value: ValueEnsemble | LinearBaseline | None = None
         self.value_opt: torch.optim.Optimizer | None = None
-        if self.estimator == "a2c":
+        if self.estimator == "a2c" and cfg.critic == "mlp":
             self.value = ValueEnsemble(cfg.particles, self.policy.obs_dim, cfg.value_hidden,
                                        cfg.activation).to(self.device)
             self.value_opt = torch.optim.Adam(self.value.net.parameters(), lr=cfg.value_lr)
+        elif self.estimator == "a2c":
+            self.value = LinearBaseline(cfg.particles, self.policy.obs_dim).to(self.device)
 
     # --- sampling -----------------------------------------------------------------
     def collect(self, sampler: Sampler, iteration: int) -> Batch:
@@ -122,9 +125,16 @@ class Agent:
         else:
             with torch.no_grad():
                 T1, M, E, d = batch.obs.shape
-                obs = self.policy.obs_norm(batch.obs.to(self.device).permute(1, 0, 2, 3).reshape(M, T1 * E, d))
-                values = self.value(obs).view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
+                obs = batch.obs.to(self.device).permute(1, 0, 2, 3).reshape(M, T1 * E, d)
+                if isinstance(self.value, LinearBaseline):
+                    t = torch.as_tensor(batch.timestep, device=self.device).permute(1, 0, 2).reshape(M, T1 * E)
+                    values = self.value(obs, t)
+                else:
+                    values = self.value(self.policy.obs_norm(obs))
+                values = values.view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
             adv, targets = gae(batch.rewards, values, batch.terminated, batch.done, cfg.discount, cfg.gae_lambda)
+            if isinstance(self.value, LinearBaseline):  # rllab fits it to the discounted returns
+                targets = discounted_returns(batch.rewards, batch.done, cfg.discount)
             explained = explained_variance(values[:-1], targets, batch.valid)
         if cfg.normalize_advantages:
             adv = standardize(adv, batch.valid, axis=(0, 2))
@@ -173,7 +183,10 @@ class Agent:
         self._check_finite(list(self.policy.particle_parameters()), "parameter", iteration)
 
         value_loss = None
-        if self.value is not None:
+        if isinstance(self.value, LinearBaseline):
+            t = take(torch.as_tensor(batch.timestep[:T]))
+            value_loss = self.value.fit(obs, t, take(torch.as_tensor(targets)), mask)
+        elif self.value is not None:
             gen = torch.Generator(device=self.device).manual_seed(iteration_seed(cfg.seed, iteration) + 1)
             value_loss = self.value.fit(
                 self.value_opt, self.policy.obs_norm(obs), take(torch.as_tensor(targets, dtype=torch.float32)),
@@ -214,6 +227,7 @@ class Agent:
             state["log_std_opt"] = self.log_std_opt.state_dict()
         if self.value is not None:
             state["value"] = self.value.state_dict()
+        if self.value_opt is not None:
             state["value_opt"] = self.value_opt.state_dict()
         return state
 
@@ -224,4 +238,5 @@ class Agent:
             self.log_std_opt.load_state_dict(state["log_std_opt"])
         if self.value is not None:
             self.value.load_state_dict(state["value"])
+        if self.value_opt is not None:
             self.value_opt.load_state_dict(state["value_opt"])

@@ -124,6 +124,10 @@ class Config:
     """First iteration at which lr halving may apply."""
 
     # --- critic (a2c) -------------------------------------------------------------
+    critic: str = "mlp"
+    """The a2c baseline: ``mlp`` (a value network per particle, regressed on the GAE
+    targets) or ``linear`` (rllab's LinearFeatureBaseline per particle, as the S²VGD code's
+    actor-critic: least squares on [obs, obs², t, t², t³, 1] fitted to discounted returns)."""
     value_hidden: list[int] = field(default_factory=lambda: [32, 32])
     """Hidden layer sizes of each particle's value MLP."""
     value_lr: float = 3e-3
@@ -173,6 +177,7 @@ class Config:
         if any(h < 1 for h in self.policy_hidden) or any(h < 1 for h in self.value_hidden):
             raise ConfigError("hidden layer sizes must be >= 1")
         _check_choice("prior", self.prior, ["gaussian", "invgamma"])
+        _check_choice("critic", self.critic, ["mlp", "linear"])
         _check_choice("optimizer", self.optimizer, ["adam", "rmsprop"])
         _check_choice("vectorization", self.vectorization, ["sync", "async"])
         _check_choice("activation", self.activation, ["tanh", "relu", "elu"])
@@ -185,11 +190,6 @@ class Config:
 
         parse_algo(self.algo)
         return self
-
-    @property
-    def steps_per_env(self) -> int:
-        """Env steps each env contributes before it may stop: ceil(batch_size / E)."""
-        return -(-self.batch_size // self.envs_per_particle)
 
     @property
     def effective_prior_weight(self) -> float:

@@ -1,4 +1,4 @@
-"""Per-particle value networks for the a2c estimator.
+"""Per-particle baselines for the a2c estimator: value networks or linear-feature baselines.
 
 Each particle i has its own value MLP V_i(s) = mu_i + sigma_i * f_i(s), batched as one
 :class:`~steinrl.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the mean and standard
@@ -71,6 +71,58 @@ class ValueEnsemble(nn.Module):
             optimizer.step()
             total += loss.detach()
         return float((total / max(steps, 1) * std.square()).mean())
+
+
+class LinearBaseline(nn.Module):
+    """rllab's ``LinearFeatureBaseline``, one per particle, fitted in one batched solve.
+
+    V_i(s, t) = w_iᵀ f(s, t) with f = [clip(s, ±10), clip(s, ±10)², t/100, (t/100)², (t/100)³, 1]
+    (``t`` the step index within the episode), fitted by ridge-regularised least squares
+    to discounted returns. Unfitted, it predicts 0 (as rllab's).
+
+    :param num_particles: M.
+    :param obs_dim: observation size.
+    :param reg: ridge coefficient (multiplied by 10, up to 5 times, if the solve is not finite).
+    """
+
+    def __init__(self, num_particles: int, obs_dim: int, reg: float = 1e-5):
+        super().__init__()
+        self.reg = reg
+        self.register_buffer("coeffs", torch.zeros(num_particles, 2 * obs_dim + 4, dtype=torch.float64))
+
+    @staticmethod
+    def features(obs: Tensor, t: Tensor) -> Tensor:
+        """Features ``(M, B, 2 obs_dim + 4)`` float64 of obs ``(M, B, obs_dim)`` at episode steps ``t`` ``(M, B)``."""
+        o = obs.to(torch.float64).clamp(-10.0, 10.0)
+        a = (t.to(torch.float64) / 100.0).unsqueeze(-1)
+        return torch.cat([o, o.square(), a, a.square(), a.pow(3), torch.ones_like(a)], dim=-1)
+
+    def forward(self, obs: Tensor, t: Tensor) -> Tensor:
+        """Values ``(M, B)`` (float64)."""
+        return (self.features(obs, t) @ self.coeffs.unsqueeze(-1)).squeeze(-1)
+
+    def fit(self, obs: Tensor, t: Tensor, returns: Tensor, mask: Tensor) -> float:
+        """Least squares of ``returns`` ``(M, B)`` on the features over ``mask``-ed entries.
+
+        :return: the mean squared error of the previous coefficients on these returns
+            (the value loss), averaged over particles.
+        """
+        f = self.features(obs, t)  # M B k
+        w = mask.to(torch.float64).unsqueeze(-1)
+        y = returns.to(torch.float64).unsqueeze(-1)  # M B 1
+        count = w.sum((1, 2)).clamp_min(1.0)
+        before = float(((((f @ self.coeffs.unsqueeze(-1)) - y).square() * w).sum((1, 2)) / count).mean())
+        gram = (f * w).mT @ f  # M k k
+        rhs = (f * w).mT @ y  # M k 1
+        eye = torch.eye(f.shape[-1], dtype=torch.float64, device=f.device)
+        reg = self.reg
+        for _ in range(5):
+            coeffs = torch.linalg.lstsq(gram + reg * eye, rhs).solution.squeeze(-1)
+            if bool(torch.isfinite(coeffs).all()):
+                break
+            reg *= 10.0
+        self.coeffs.copy_(torch.nan_to_num(coeffs))
+        return before
 
 
 def explained_variance(values: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> float:

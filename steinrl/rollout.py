@@ -45,6 +45,7 @@ class Batch:
     terminated: np.ndarray  # (T, M, E) bool: a true terminal state (value 0)
     done: np.ndarray  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
     valid: np.ndarray  # (T, M, E) bool: a real transition of an active env
+    timestep: np.ndarray  # (T + 1, M, E) int32: obs[t]'s step index within its episode
     episode_returns: list[np.ndarray]  # per particle: undiscounted returns of its completed episodes
     episode_lengths: list[np.ndarray]  # per particle: lengths of its completed episodes
 
@@ -105,6 +106,7 @@ class Sampler:
         self._term = np.empty((T, N), dtype=bool)
         self._done = np.empty((T, N), dtype=bool)
         self._valid = np.empty((T, N), dtype=bool)
+        self._tstep = np.empty((T + 1, N), dtype=np.int32)
         self._capacity = T
 
     def collect(self, act: ActFn, steps_per_particle: int, *, whole_episodes: bool = True,
@@ -126,6 +128,7 @@ class Sampler:
         owner = np.arange(N) // E  # particle of each env
         ep_ret = np.zeros(N, dtype=np.float64)
         ep_len = np.zeros(N, dtype=np.int64)
+        tstep = np.zeros(N, dtype=np.int32)  # step index of the current obs within its episode
         ended_env: list[np.ndarray] = []
         ended_ret: list[np.ndarray] = []
         ended_len: list[np.ndarray] = []
@@ -135,12 +138,15 @@ class Sampler:
             obs = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
             if store:
                 self._obs[t] = obs
+                self._tstep[t] = tstep
             a_np = np.asarray(act(obs.reshape(M, E, -1), t)).reshape(N, *self._act.shape[2:])
             if store:
                 self._act[t] = a_np
             if low_high is not None:
                 a_np = np.clip(a_np, low_high[0], low_high[1])
             obs_np, rew, term, trunc, _ = self.envs.step(a_np)
+            tstep += 1
+            tstep[prev_done] = 0  # this step was a reset: the new obs starts an episode
             done = term | trunc
             valid = active & ~prev_done
             self._rew[t] = rew
@@ -171,6 +177,7 @@ class Sampler:
         T = t + 1
         if store:
             self._obs[T] = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
+            self._tstep[T] = tstep
         env_idx = np.concatenate(ended_env) if ended_env else np.zeros(0, dtype=np.int64)
         rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
         lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
@@ -182,6 +189,7 @@ class Sampler:
             terminated=self._term[:T].reshape(T, M, E),
             done=self._done[:T].reshape(T, M, E),
             valid=self._valid[:T].reshape(T, M, E),
+            timestep=self._tstep[: T + 1].reshape(T + 1, M, E),
             episode_returns=[rets[particle == i] for i in range(M)],
             episode_lengths=[lens[particle == i] for i in range(M)],
         )
