@@ -117,8 +117,11 @@ class LinearBaseline(nn.Module):
         eye = torch.eye(f.shape[-1], dtype=torch.float64, device=f.device)
         reg = self.reg
         for _ in range(5):
-            coeffs = torch.linalg.lstsq(gram + reg * eye, rhs).solution.squeeze(-1)
-            if bool(torch.isfinite(coeffs).all()):
+            # An LU solve of the regularised normal equations (rllab calls lstsq on the same
+            # square system): torch's batched lstsq is not bitwise reproducible run to run.
+            coeffs, info = torch.linalg.solve_ex(gram + reg * eye, rhs)
+            coeffs = coeffs.squeeze(-1)
+            if bool((info == 0).all()) and bool(torch.isfinite(coeffs).all()):
                 break
             reg *= 10.0
         self.coeffs.copy_(torch.nan_to_num(coeffs))

@@ -77,3 +77,32 @@ def test_explained_variance_per_particle_over_valid_steps():
         ref.append(1.0 - np.var(t - v) / np.var(t))
     assert explained_variance(values, targets, valid) == pytest.approx(np.mean(ref))
     assert explained_variance(targets, targets, valid) == pytest.approx(1.0)
+
+
+def test_linear_baseline_matches_rllab_least_squares_per_particle():
+    """The batched fit against rllab's recipe run one particle at a time in numpy."""
+    import torch
+
+    from steinrl.critic import LinearBaseline
+
+    rng = np.random.default_rng(1)
+    M, B, d = 3, 50, 4
+    obs = rng.normal(scale=4.0, size=(M, B, d))  # some entries beyond the ±10 clip after scaling
+    obs[0, :5] *= 5.0
+    t = rng.integers(0, 500, size=(M, B))
+    returns = rng.normal(size=(M, B)) + obs[..., 0] - 0.01 * t
+    mask = rng.random((M, B)) > 0.2
+    base = LinearBaseline(M, d)
+    before = base.fit(torch.as_tensor(obs), torch.as_tensor(t), torch.as_tensor(returns), torch.as_tensor(mask))
+    assert before == pytest.approx(np.mean([np.mean(returns[m][mask[m]] ** 2) for m in range(M)]))
+    pred = base(torch.as_tensor(obs), torch.as_tensor(t)).numpy()
+    for m in range(M):  # rllab's LinearFeatureBaseline._features / fit, on particle m's valid samples
+        o = np.clip(obs[m][mask[m]], -10, 10)
+        al = t[m][mask[m]].reshape(-1, 1) / 100.0
+        f = np.concatenate([o, o ** 2, al, al ** 2, al ** 3, np.ones_like(al)], axis=1)
+        coeffs = np.linalg.lstsq(f.T @ f + 1e-5 * np.eye(f.shape[1]), f.T @ returns[m][mask[m]], rcond=None)[0]
+        np.testing.assert_allclose(base.coeffs[m].numpy(), coeffs, rtol=1e-6, atol=1e-8)
+        o_all = np.clip(obs[m], -10, 10)
+        al_all = t[m].reshape(-1, 1) / 100.0
+        f_all = np.concatenate([o_all, o_all ** 2, al_all, al_all ** 2, al_all ** 3, np.ones_like(al_all)], axis=1)
+        np.testing.assert_allclose(pred[m], f_all @ coeffs, rtol=1e-6, atol=1e-6)

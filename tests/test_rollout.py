@@ -74,6 +74,15 @@ def test_sampler_matches_naive_loop(whole):
             # whole episodes: every valid step belongs to a completed episode
             assert batch.episode_lengths[m].sum() == steps
             assert batch.rewards[:, m][batch.valid[:, m]].sum() == pytest.approx(sum(expected))
+    # timestep: obs[t]'s index within its episode (the final obs carries the episode length)
+    ts = np.zeros_like(batch.timestep)
+    for t in range(1, ts.shape[0]):
+        after_reset = batch.done[t - 2] if t >= 2 else np.zeros_like(batch.done[0])
+        ts[t] = np.where(after_reset, 0, ts[t - 1] + 1)
+    assert np.array_equal(batch.timestep, ts)
+    ends = batch.done & batch.valid
+    for m in range(M):
+        assert sorted(batch.timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episode_lengths[m].tolist())
     if whole:
         assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, True)
     else:

@@ -69,10 +69,14 @@ def test_same_seed_same_numbers(tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
-@pytest.mark.parametrize("algo", ["s2vgd-a2c", "kron-reinforce"])
-def test_resume_gives_the_same_curve(tmp_path, algo):
-    full = Trainer(tiny(tmp_path / "full", algo=algo, iterations=4)).train()
-    part_cfg = tiny(tmp_path / "part", algo=algo, iterations=2)
+@pytest.mark.parametrize("algo,extra", [
+    ("s2vgd-a2c", {}),
+    ("kron-reinforce", {}),
+    ("svgd-a2c", {"critic": "linear", "log_std_in_kernel": False}),  # their state is checkpointed too
+])
+def test_resume_gives_the_same_curve(tmp_path, algo, extra):
+    full = Trainer(tiny(tmp_path / "full", algo=algo, iterations=4, **extra)).train()
+    part_cfg = tiny(tmp_path / "part", algo=algo, iterations=2, **extra)
     part = Trainer(part_cfg).train()
     # a stale row that a crashed process wrote after the checkpoint must not survive the resume
     with open(part / "metrics.jsonl", "a") as f:
@@ -83,6 +87,9 @@ def test_resume_gives_the_same_curve(tmp_path, algo):
     sf, sp = load_checkpoint(full)["agent"], load_checkpoint(part)["agent"]
     for key in sf["policy"]:
         assert torch.equal(sf["policy"][key], sp["policy"][key])
+    if extra:
+        assert torch.equal(sf["value"]["coeffs"], sp["value"]["coeffs"])
+        assert "log_std_opt" in sf and "value_opt" not in sf
 
 
 def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
