@@ -1,7 +1,7 @@
 """Policy particles: an :class:`~steinrl.ensemble.EnsembleMLP` plus an action distribution.
 
-Box actions get a Gaussian with a state-independent log-std per particle (part of
-theta, so it sits inside the kernel, as in the SVPG code); Discrete actions get a
+Box actions get a Gaussian with a state-independent log-std per particle (by default
+outside the kernel, see ``Config.log_std_in_kernel``); Discrete actions get a
 categorical over the MLP's logits. Shapes are particle-major: ``(M, B, ...)``.
 """
 
@@ -115,16 +115,15 @@ class EnsemblePolicy(nn.Module):
 
     # --- parameters theta ---------------------------------------------------------
     def particle_parameters(self) -> list[nn.Parameter]:
-        """All parameters that make up theta (leading dim M), in a fixed order."""
+        """All per-particle parameters (leading dim M), in a fixed order: the network's, then the log-std."""
         return list(self.net.parameters()) + ([] if self.discrete else [self.log_std])
 
     def log_prior(self, prior) -> Tensor:
         """log p(theta_i) of each particle's network weights, ``(M,)``.
 
         The papers' prior (S²VGD eq. 14) is on the weight factors and biases only; the
-        log-std is part of theta (it moves with the kernel) but has a flat prior. A
-        zero-mean prior on it would pull every policy back towards std 1 and stop it
-        from ever acting precisely.
+        log-std has a flat prior. A zero-mean prior on it would pull every policy back
+        towards std 1 and stop it from ever acting precisely.
         """
         return self.net.log_prior(prior)
 
