@@ -89,7 +89,7 @@ class Agent:
             kernel_params = list(self.policy.net.parameters())
             self.log_std_opt = torch.optim.Adam([self.policy.log_std], lr=cfg.lr)
         self.svgd = SVGD(kernel_params, lr=cfg.lr, optimizer=cfg.optimizer,
-                         kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth)
+                         kernel=self.update_rule.kernel, bandwidth=cfg.bandwidth, proximal=cfg.proximal_weight)
         self.value: ValueEnsemble | LinearBaseline | None = None
         self.value_opt: torch.optim.Optimizer | None = None
         if self.estimator == "a2c" and cfg.critic == "mlp":

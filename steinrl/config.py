@@ -120,6 +120,10 @@ class Config:
     """Step size epsilon of the particle update."""
     bandwidth: str | float = "svpg"
     """RBF bandwidth h: ``svpg`` (median d^2 / 2 log(M+1)), ``s2vgd`` (med^2 / log M), or a number."""
+    proximal_weight: float = 0.0
+    """Weight of the S²VGD code's proximal term, which pulls each particle towards its
+    position before the last update (``steinrl.svgd.proximal_gradient``; 0.1 in that
+    code; 0 = off, as in the SVPG code)."""
     lr_halving_every: int = 0
     """If > 0, halve lr every this many iterations after ``lr_halving_start`` (S²VGD code)."""
     lr_halving_start: int = 200
@@ -174,6 +178,8 @@ class Config:
             raise ConfigError(f"householder_k must be >= 0, got {self.householder_k}")
         if self.prior_weight is not None and not (math.isfinite(self.prior_weight) and self.prior_weight >= 0):
             raise ConfigError(f"prior_weight must be >= 0 or null, got {self.prior_weight}")
+        if not (math.isfinite(self.proximal_weight) and self.proximal_weight >= 0):
+            raise ConfigError(f"proximal_weight must be >= 0, got {self.proximal_weight}")
         if self.lr_halving_every < 0:
             raise ConfigError(f"lr_halving_every must be >= 0, got {self.lr_halving_every}")
         if any(h < 1 for h in self.policy_hidden) or any(h < 1 for h in self.value_hidden):

@@ -45,6 +45,7 @@ __all__ = [
     "bandwidth",
     "rbf_kernel",
     "svgd_direction",
+    "proximal_gradient",
     "SVGD",
     "KERNELS",
     "BANDWIDTH_RULES",
@@ -222,6 +223,25 @@ def svgd_direction(
     return phi, info
 
 
+def proximal_gradient(theta: Tensor, prev: Tensor) -> Tensor:
+    """The S²VGD code's proximal term ``(M, D)``: w_i (θ_i − θ'_i) / M.
+
+    θ' are the particles before the previous update, d_ij = ‖θ_i − θ'_j‖²,
+    h = median of all M² entries of d / (2·log(M+1)) (the ``svpg`` rule) and
+    w_i = Σ_j (1 − d_ij/h) exp(−d_ij/h). Added, times a weight, to the descent direction
+    it pulls each particle back towards where it was (a soft trust region).
+
+    :param theta: ``(M, D)`` current particles.
+    :param prev: ``(M, D)`` the particles one update earlier.
+    """
+    mean = prev.mean(dim=0, keepdim=True)  # a common centre for both sets (less cancellation)
+    a, b = theta - mean, prev - mean
+    d = (a.square().sum(1, keepdim=True) + b.square().sum(1) - 2.0 * a @ b.T).clamp_min_(0.0)  # M M
+    h = _bandwidth(d, "svpg")
+    w = ((1.0 - d / h) * torch.exp(-d / h)).sum(1, keepdim=True)  # M 1
+    return w * (theta - prev) / theta.shape[0]
+
+
 class SVGD:
     """SVGD over particle parameters, stepping a torch optimizer with −φ as the gradient.
 
@@ -238,6 +258,8 @@ class SVGD:
     :param bandwidth: ``"svpg"`` (default), ``"s2vgd"`` or a fixed positive h.
     :param optimizer_kwargs: extra arguments of the torch optimizer.
     :param compile: run :func:`svgd_direction` through ``torch.compile`` (off by default).
+    :param proximal: weight of the S²VGD code's proximal term (:func:`proximal_gradient`;
+        0.1 there, 0 = off), added to the gradient handed to the optimizer.
     """
 
     def __init__(
@@ -250,6 +272,7 @@ class SVGD:
         bandwidth: str | float = "svpg",
         optimizer_kwargs: dict | None = None,
         compile: bool = False,
+        proximal: float = 0.0,
     ) -> None:
         self.params = list(params)
         if not self.params:
@@ -267,6 +290,10 @@ class SVGD:
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
         _check_bandwidth_rule(bandwidth)
+        if not (math.isfinite(proximal) and proximal >= 0):
+            raise ValueError(f"proximal must be >= 0, got {proximal!r}")
+        self.proximal = float(proximal)
+        self.prev_theta: Tensor | None = None  # (M, D) before the last update (proximal term)
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.optimizer: torch.optim.Optimizer = OPTIMIZERS[optimizer](
@@ -286,6 +313,10 @@ class SVGD:
         g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
         phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth)
+        if self.proximal > 0:
+            if self.prev_theta is not None:
+                phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)
+            self.prev_theta = theta
         for p, d in zip(self.params, unflatten_into(phi, self.params)):
             if p.grad is None:
                 p.grad = torch.neg(d)
@@ -298,8 +329,14 @@ class SVGD:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
-        """The torch optimizer's state dict (loadable with ``torch.load(weights_only=True)``)."""
-        return self.optimizer.state_dict()
+        """The torch optimizer's state dict, plus the previous particles if the proximal
+        term is on (loadable with ``torch.load(weights_only=True)``)."""
+        state = self.optimizer.state_dict()
+        if self.prev_theta is not None:
+            state = {**state, "prev_theta": self.prev_theta}
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state_dict)
+        state = dict(state_dict)
+        self.prev_theta = state.pop("prev_theta", None)
+        self.optimizer.load_state_dict(state)

@@ -353,3 +353,52 @@ def test_repulsion_pushes_particles_across_the_barrier():
     indep_x = _run_mixture("independent", 0.3)
     assert int((indep_x < 0).sum()) == start_left
     assert int((svgd_x < 0).sum()) >= start_left + 5
+
+
+def test_proximal_gradient_against_a_double_loop():
+    """The S²VGD code's proximal term, written as that code's loops over i and j."""
+    from steinrl.svgd import proximal_gradient
+
+    g = torch.Generator().manual_seed(3)
+    M, D = 6, 5
+    theta = torch.randn(M, D, generator=g, dtype=torch.float64) + 10.0  # far from the origin
+    prev = theta + 0.3 * torch.randn(M, D, generator=g, dtype=torch.float64)
+    d = np.zeros((M, M))
+    for i in range(M):
+        for j in range(M):
+            d[i, j] = float(((prev[j] - theta[i]) ** 2).sum())
+    v = np.sort(d.reshape(-1))
+    h = 0.5 * (v[len(v) // 2] + v[len(v) // 2 - 1]) / (2 * np.log(M + 1))
+    ref = np.zeros((M, D))
+    for i in range(M):
+        w = sum((1 - d[i, j] / h) * np.exp(-d[i, j] / h) for j in range(M))
+        ref[i] = w * (theta[i] - prev[i]).numpy() / M
+    np.testing.assert_allclose(proximal_gradient(theta, prev).numpy(), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_svgd_proximal_term_pulls_back_and_is_checkpointed():
+    torch.manual_seed(0)
+    nn = torch.nn
+    p = nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
+    plain = nn.Parameter(p.detach().clone())
+    a = SVGD([p], lr=0.1, optimizer="sgd", proximal=0.5)
+    b = SVGD([plain], lr=0.1, optimizer="sgd")
+    for opt in (a, b):  # step 1: no previous particles yet, so no proximal term
+        opt.zero_grad()
+        opt.params[0].grad = torch.ones_like(opt.params[0])
+        opt.step()
+    torch.testing.assert_close(p.detach(), plain.detach())
+    before = p.detach().clone()
+    for opt in (a, b):
+        opt.zero_grad()
+        opt.step()  # step 2: zero loss gradient
+    step_a, step_b = p.detach() - before, plain.detach() - before
+    assert not torch.allclose(step_a, step_b)
+    # the proximal term points back along the last move (here −1 in every coordinate)
+    assert ((step_a - step_b) > 0).all()
+    state = a.state_dict()
+    c = SVGD([nn.Parameter(p.detach().clone())], lr=0.1, optimizer="sgd", proximal=0.5)
+    c.load_state_dict(state)
+    torch.testing.assert_close(c.prev_theta, a.prev_theta)
+    with pytest.raises(ValueError, match="proximal"):
+        SVGD([p], lr=0.1, proximal=-1.0)

@@ -72,7 +72,7 @@ def test_same_seed_same_numbers(tmp_path):
 @pytest.mark.parametrize("algo,extra", [
     ("s2vgd-a2c", {}),
     ("kron-reinforce", {}),
-    ("svgd-a2c", {"critic": "linear", "log_std_in_kernel": True}),  # the non-default paths resume too
+    ("svgd-a2c", {"critic": "linear", "log_std_in_kernel": True, "proximal_weight": 0.1}),  # non-default paths
 ])
 def test_resume_gives_the_same_curve(tmp_path, algo, extra):
     full = Trainer(tiny(tmp_path / "full", algo=algo, iterations=4, **extra)).train()
@@ -89,7 +89,7 @@ def test_resume_gives_the_same_curve(tmp_path, algo, extra):
         assert torch.equal(sf["policy"][key], sp["policy"][key])
     if extra:
         assert torch.equal(sf["value"]["coeffs"], sp["value"]["coeffs"])
-        assert "log_std_opt" not in sf and "value_opt" not in sf
+        assert "log_std_opt" not in sf and "value_opt" not in sf and "prev_theta" in sf["svgd"]
 
 
 def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
