@@ -21,10 +21,10 @@ def discounted_returns(rewards: np.ndarray, done: np.ndarray, gamma: float) -> n
     REINFORCE without a critic, as in the SVPG code.
     """
     out = np.empty(rewards.shape, dtype=np.float64)
+    cont = np.where(done, 0.0, gamma)  # what flows back from step t + 1
     running = np.zeros(rewards.shape[1:], dtype=np.float64)
     for t in range(rewards.shape[0] - 1, -1, -1):
-        running = rewards[t] + gamma * running * ~done[t]
-        out[t] = running
+        running = out[t] = rewards[t] + cont[t] * running
     return out
 
 
@@ -45,12 +45,12 @@ def gae(
     :param done: ``(T, ...)`` bool, the episode ended at step t.
     """
     T = rewards.shape[0]
+    delta = rewards + gamma * values[1:] * ~terminated - values[:T]  # TD errors, all at once
+    cont = np.where(done, 0.0, gamma * lam)
     adv = np.empty(rewards.shape, dtype=np.float64)
     running = np.zeros(rewards.shape[1:], dtype=np.float64)
-    for t in range(T - 1, -1, -1):
-        delta = rewards[t] + gamma * values[t + 1] * ~terminated[t] - values[t]
-        running = delta + gamma * lam * running * ~done[t]
-        adv[t] = running
+    for t in range(T - 1, -1, -1):  # only the recursion is sequential
+        running = adv[t] = delta[t] + cont[t] * running
     return adv, adv + values[:T]
 
 
