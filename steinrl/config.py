@@ -60,10 +60,11 @@ class Config:
     horizon: int = 500
     """Maximum episode length (time-limit truncation, not termination)."""
     whole_episodes: bool = True
-    """Keep stepping each env until its episode ends once its share of the batch is
-    collected, so no episode is cut by the batch boundary (the SVPG sampler). If false,
-    every env runs exactly batch_size / envs_per_particle steps and cut episodes are
-    bootstrapped (A2C) or treated as ended (REINFORCE)."""
+    """Whole episodes (the SVPG code's rllab sampler): a particle's envs start new
+    episodes only while its steps so far are below batch_size, and every episode runs to
+    its end, so none is cut by the batch boundary. If false, every env runs exactly
+    ceil(batch_size / envs_per_particle) steps and cut episodes are bootstrapped (A2C) or
+    treated as ended (REINFORCE)."""
     vectorization: str = "sync"
     """How Gymnasium ids that are not ours are vectorised: ``sync`` (one process; best
     for cheap envs and few cores) or ``async`` (a process per env). Our tasks always use
