@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,7 +20,8 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
         if (p / "config.yaml").is_file():
             runs.append(p)
         else:
-            runs.extend(sorted(c.parent for c in p.rglob("config.yaml")))
+            # os.walk follows symlinked run directories (Path.rglob does not before 3.13)
+            runs.extend(sorted(Path(d) for d, _, files in os.walk(p, followlinks=True) if "config.yaml" in files))
     if not runs:
         raise FileNotFoundError(f"no run directories (with config.yaml) under {', '.join(map(str, paths))}")
     return runs

@@ -120,3 +120,14 @@ def test_ctrl_c_saves_and_resume_finishes(tmp_path):
     proc = run_script("train.py", "--resume", str(run), "--iterations", str(done + 2), "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert sum(1 for _ in open(metrics)) == done + 2
+
+
+def test_find_runs_follows_symlinked_run_directories(tmp_path):
+    from steinrl.plotting import find_runs
+
+    real = tmp_path / "elsewhere" / "seed0"
+    real.mkdir(parents=True)
+    (real / "config.yaml").write_text("algo: svgd-a2c\n")
+    (tmp_path / "runs" / "Task").mkdir(parents=True)
+    (tmp_path / "runs" / "Task" / "svgd-a2c").symlink_to(real.parent, target_is_directory=True)
+    assert [p.name for p in find_runs([tmp_path / "runs"])] == ["seed0"]
