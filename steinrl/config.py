@@ -92,9 +92,10 @@ class Config:
     log_std_in_kernel: bool = False
     """Gaussian policies: if true, the log-std is part of theta and moved by SVGD with the
     weights (the SVPG code). With its flat prior the repulsive term then drives the
-    particles' log-stds apart without bound (policy std ~10 by iteration 1000 on both
-    swing-up tasks, and returns collapse); so by default each particle's log-std follows its
-    own policy gradient through a separate Adam and the kernel sees the network weights."""
+    particles' log-stds apart without bound (the mean policy std climbs again late in
+    training and returns fall; see the README's learning benchmark); so by default each
+    particle's log-std follows its own policy gradient through a separate Adam and the
+    kernel sees the network weights."""
     output_gain: float = 1.0
     """Init gain of the policy's output layer (1: Glorot, as the SVPG code)."""
     householder_k: int = 1
