@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.ensemble import EnsembleMLP
+from steinrl.estimators import masked_mean_var
 
 
 class ValueEnsemble(nn.Module):
@@ -135,13 +136,9 @@ def explained_variance(values: np.ndarray, targets: np.ndarray, valid: np.ndarra
     :param targets: ``(T, M, E)`` value targets.
     :param valid: ``(T, M, E)`` bool mask.
     """
-    w = valid.astype(np.float64)
-    n = w.sum(axis=(0, 2)).clip(min=1.0)
-    def var(x: np.ndarray) -> np.ndarray:
-        mean = (x * w).sum(axis=(0, 2)) / n
-        return (((x - mean[None, :, None]) ** 2) * w).sum(axis=(0, 2)) / n
-    vt = var(targets)
+    vt = masked_mean_var(targets, valid, axis=(0, 2))[1].reshape(-1)
     ok = vt > 0
     if not ok.any():
         return float("nan")
-    return float(np.mean(1.0 - var(targets - values)[ok] / vt[ok]))
+    resid = masked_mean_var(targets - values, valid, axis=(0, 2))[1].reshape(-1)
+    return float(np.mean(1.0 - resid[ok] / vt[ok]))

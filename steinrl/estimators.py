@@ -54,9 +54,15 @@ def gae(
     return adv, adv + values[:T]
 
 
-def standardize(x: np.ndarray, mask: np.ndarray, axis: tuple[int, ...], eps: float = 1e-8) -> np.ndarray:
-    """(x - mean) / std over the ``mask``-ed entries along ``axis``; masked-out entries become 0."""
+def masked_mean_var(x: np.ndarray, mask: np.ndarray, axis: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and (biased) variance of the ``mask``-ed entries of ``x`` along ``axis`` (kept as size-1 dims)."""
     n = np.maximum(mask.sum(axis=axis, keepdims=True), 1)
     mean = (x * mask).sum(axis=axis, keepdims=True) / n
     var = (np.square(x - mean) * mask).sum(axis=axis, keepdims=True) / n
+    return mean, var
+
+
+def standardize(x: np.ndarray, mask: np.ndarray, axis: tuple[int, ...], eps: float = 1e-8) -> np.ndarray:
+    """(x - mean) / std over the ``mask``-ed entries along ``axis``; masked-out entries become 0."""
+    mean, var = masked_mean_var(x, mask, axis)
     return np.where(mask, (x - mean) / (np.sqrt(var) + eps), 0.0)

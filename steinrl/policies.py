@@ -152,23 +152,20 @@ class EnsemblePolicy(nn.Module):
         u = torch.rand(shape, generator=generator, device=device).clamp_(1e-10, 1.0 - 1e-7)
         return -torch.log(-torch.log(u))
 
-    def sample(self, obs: Tensor, noise: Tensor | None, dense: list | None = None,
-               std: Tensor | None = None) -> Tensor:
+    def sample(self, obs: Tensor, noise: Tensor | None, dense: list | None = None) -> Tensor:
         """Actions for obs ``(M, B, obs_dim)``: ``(M, B, action_dim)`` (Box) or ``(M, B)`` int64 (Discrete).
 
         ``noise`` (from :meth:`draw_noise`) makes sampling reparameterised and cheap;
         ``noise=None`` gives the deterministic action (mean, or argmax of logits).
-        ``std`` ``(M, 1, action_dim)``: the Gaussian std if already computed (a rollout
-        computes it once, like ``dense``).
         """
         out = self.head(obs, dense)
         if self.discrete:
             return (out if noise is None else out + noise).argmax(-1)
         if noise is None:
             return out
-        return torch.addcmul(out, self.log_std.exp().unsqueeze(1) if std is None else std, noise)
+        return torch.addcmul(out, self.log_std.exp().unsqueeze(1), noise)
 
-    def actor(self, noise: Tensor | None, dense: list | None = None, obs_shape: tuple[int, int] | None = None):
+    def actor(self, noise: Tensor | None, dense: list | None = None):
         """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for :class:`~steinrl.rollout.Sampler`.
 
         ``noise`` ``(T, M, E, action_dim)`` (from :meth:`draw_noise`) is consumed one step
