@@ -14,6 +14,13 @@ Measures, in one process and one torch thread each:
 (c) raw stepping of our vectorized CartpoleSwingUp with random actions at the same
     number of envs as (a) (M x E = 160): env steps per second.
 
+(d) where (a)'s time goes, in a separate pass over the same iterations with timers
+    around the parts no implementation of the issue's workload can skip: the vector env's
+    ``step`` calls, the ensemble's per-step action function, and one policy forward +
+    backward over the batch's valid samples (the policy gradient). Their sum bounds the
+    reachable ``fraction_of_env`` from above, as if sampler bookkeeping, GAE, critic,
+    kernel and optimizer steps all cost nothing.
+
 Last line: ``train_throughput ours=<a> sb3_a2c=<b> ratio_vs_sb3=<a/b> fraction_of_env=<a/c>``.
 """
 
@@ -52,6 +59,58 @@ def ours(iterations: int) -> tuple[float, float]:
               f"{r['time/iteration_seconds'] * 1e3:.0f} ms ({r['time/fps']:,.0f} steps/s; "
               f"rollout {r['time/rollout_fps']:,.0f} steps/s)")
     return steps / seconds, rollout_seconds / seconds
+
+
+def breakdown(iterations: int) -> tuple[float, dict[str, float]]:
+    """Valid env steps per iteration and ms per iteration of (d)'s parts (iterations 1..n)."""
+    from steinrl.agent import Agent
+    from steinrl.rollout import Sampler
+    from steinrl.trainer import make_envs
+
+    cfg = resolve_config("CartpoleSwingUp", overrides=dict(algo="s2vgd-a2c", progress=False, tensorboard=False))
+    torch.manual_seed(cfg.seed)
+    venv = make_envs(cfg)
+    sampler = Sampler(venv, cfg.particles, cfg.envs_per_particle, cfg.horizon)
+    agent = Agent(cfg, venv.single_observation_space, venv.single_action_space)
+    parts = {"env step": 0.0, "action function": 0.0, "policy forward+backward": 0.0, "whole iteration": 0.0}
+
+    def timed(part: str, fn):
+        def wrapper(*args):
+            t0 = time.perf_counter()
+            out = fn(*args)
+            parts[part] += time.perf_counter() - t0
+            return out
+        return wrapper
+
+    venv.step = timed("env step", venv.step)
+    actor = agent.policy.actor
+    agent.policy.actor = lambda noise: timed("action function", actor(noise))
+    steps = 0
+    for it in range(iterations + 1):
+        if it == 1:
+            parts = dict.fromkeys(parts, 0.0)
+        t0 = time.perf_counter()
+        batch = agent.collect(sampler, it)
+        agent.update(batch, it)
+        parts["whole iteration"] += time.perf_counter() - t0
+        if it == 0:
+            continue
+        steps += int(batch.valid.sum())
+        # The policy gradient alone: one forward + backward over the valid samples.
+        M, d = cfg.particles, sampler.obs_dim
+        valid = torch.as_tensor(batch.valid).transpose(0, 1).reshape(M, -1)
+        n = int(valid.sum(1).max())
+        order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n]
+        obs = torch.gather(batch.obs[:-1].transpose(0, 1).reshape(M, -1, d), 1, order[..., None].expand(M, n, d))
+        act = torch.gather(batch.actions.transpose(0, 1).reshape(M, -1, 1), 1, order[..., None])
+        adv = torch.ones(M, n)
+        t0 = time.perf_counter()
+        logp, _ = agent.policy.log_prob(obs, act, agent.policy.dense())
+        (-(logp * adv).mean(1).sum()).backward()
+        parts["policy forward+backward"] += time.perf_counter() - t0
+        agent.svgd.zero_grad()
+    venv.close()
+    return steps / iterations, {k: 1e3 * v / iterations for k, v in parts.items()}
 
 
 def sb3_a2c(steps: int) -> float:
@@ -98,6 +157,14 @@ def main() -> None:
     print(f"(b) SB3 A2C, n_envs=16: {sb3_sps:,.0f} env steps/s")
     env_sps = raw_env(160, 2000)
     print(f"(c) raw CartpoleSwingUp vector env, 160 envs, random actions: {env_sps:,.0f} env steps/s (best of 3)")
+    steps, parts = breakdown(args.iterations)
+    print(f"(d) where an iteration's time goes (separate pass, {steps:,.0f} valid steps per iteration):")
+    for part, ms in parts.items():
+        print(f"    {part}: {ms:.1f} ms")
+    floor = parts["env step"] + parts["action function"] + parts["policy forward+backward"]
+    print(f"    env step + action function + policy forward+backward = {floor:.1f} ms per iteration: "
+          f"fraction_of_env <= {steps / (floor / 1e3) / env_sps:.3f} even if everything else were free; "
+          f"0.25 needs <= {steps / (0.25 * env_sps) * 1e3:.1f} ms")
     print(f"train_throughput ours={ours_sps:.0f} sb3_a2c={sb3_sps:.0f} ratio_vs_sb3={ours_sps / sb3_sps:.1f} "
           f"fraction_of_env={ours_sps / env_sps:.3f}")
 
