@@ -13,14 +13,20 @@ Uses ``envs.rllab_box2d`` (rllab's ``cartpole.xml.mako`` rebuilt with pybox2d) t
    the first step jumps the pole's angle, unseen by the first observation): the mean and
    largest jump of θ over the first step (against a proper reset of the same state), and
    the share of episodes whose pole is within 120° of upright after it, with either reset;
-3. with ``--train ALGO``: steinrl training (paper settings, ``--iterations``, seeds
+3. energy: with no force, from swinging poles (cart at rest at 0, θ ~ U(π ± 2),
+   θ̇ ~ U(±3)), the mechanical energy left after
+   1 s and 5 s (20 and 100 steps) as a share of the initial, for our physics, for Box2D at
+   rllab's 0.05 s step and for Box2D at 0.002 s (25 world steps per env step). Box2D's
+   constraint solver damps the swinging pole at the coarse step, our exact equations
+   (as DESIGN.md specifies them) do not;
+4. with ``--train ALGO``: steinrl training (paper settings, ``--iterations``, seeds
    ``--seeds``) on the Box2D model with rllab's reset (``quirk``), with a proper reset
    (``box2d``), and on our numpy task (``ours``); per variant and seed the max-particle
    return (``rollout/ep_rew_max_particle``) at iterations 50/100/200/... and its peak.
    The Box2D model steps in a Python loop, about 2 s per paper-scale iteration.
 
 Last line: ``rllab_box2d thetadot_err_median=<rad/s> quirk_angle_jump_mean=<rad>
-quirk_near_upright=<share>`` plus ``peak_<variant>=<seed-mean>`` for trained variants.
+quirk_near_upright=<share> energy_left_5s_ours=<share> energy_left_5s_box2d=<share>`` plus ``peak_<variant>=<seed-mean>`` for trained variants.
 """
 
 from __future__ import annotations
@@ -94,6 +100,51 @@ def transitions(n: int, seed: int = 0) -> dict[str, float]:
             "quirk_near_upright": float(np.mean(near_upright)), "near_upright": float(np.mean(near_upright_proper))}
 
 
+def energy(state: np.ndarray) -> np.ndarray:
+    """Mechanical energy (J) of states ``(..., 4)``, zero for the pole hanging at rest."""
+    x_dot, theta, theta_dot = state[..., 1], state[..., 2], state[..., 3]
+    m, l, M = 0.1, 1.0, 1.0  # DESIGN.md section 3
+    h, pivot_inertia = m * l / 2, m * (l**2 + 0.1**2) / 12 + m * l**2 / 4
+    kinetic = 0.5 * (M + m) * x_dot**2 - h * np.cos(theta) * x_dot * theta_dot + 0.5 * pivot_inertia * theta_dot**2
+    return kinetic + h * 10.0 * (np.cos(theta) + 1.0)
+
+
+def energy_left(n: int, seed: int = 1) -> dict[str, tuple[float, float]]:
+    """Share of the initial energy left after 20 and 100 force-free steps, per simulator."""
+    rng = np.random.default_rng(seed)
+    states = np.zeros((n, 4))
+    states[:, 2] = rng.uniform(np.pi - 2.0, np.pi + 2.0, n)
+    states[:, 3] = rng.uniform(-3.0, 3.0, n)
+    e0 = energy(states).mean()
+    out = {}
+    ours = states.T.copy()
+    physics = CartPolePhysics(n)
+    left = []
+    for t in range(1, 101):
+        physics.step(ours, np.zeros(n))
+        if t in (20, 100):
+            left.append(energy(ours.T).mean() / e0)
+    out["ours"] = tuple(left)
+    sim = Box2DCartpole()
+    for name, substeps in (("box2d", 1), ("box2d_fine", 25)):
+        after = np.zeros((2, n, 4))
+        for i, state in enumerate(states):
+            sim.reset(state)
+            for t in range(1, 101):
+                for _ in range(substeps):
+                    sim.world.Step(sim_dt(substeps), 8, 3)
+                if t in (20, 100):
+                    after[(t == 100) * 1, i] = sim.state
+        out[name] = tuple(energy(after).mean(1) / e0)
+    return out
+
+
+def sim_dt(substeps: int) -> float:
+    from envs.rllab_box2d import DT
+
+    return DT / substeps
+
+
 def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarray]:
     variant, algo, seed, iterations, logdir = args
     import torch
@@ -128,8 +179,13 @@ def main() -> None:
     print(f"rllab's reset quirk: first-step angle jump mean {t['quirk_angle_jump_mean']:.3f} max "
           f"{t['quirk_angle_jump_max']:.3f} rad; pole within 120 deg of upright after it in "
           f"{100 * t['quirk_near_upright']:.1f}% of episodes (proper reset: {100 * t['near_upright']:.1f}%)")
+    e = energy_left(min(args.states, 300))
+    print("energy left with no force, swinging pole, cart at rest (after 1 s / 5 s): "
+          f"ours {e['ours'][0]:.2f} / {e['ours'][1]:.2f}; Box2D at rllab's 0.05 s step "
+          f"{e['box2d'][0]:.2f} / {e['box2d'][1]:.2f}; Box2D at 0.002 s {e['box2d_fine'][0]:.2f} / {e['box2d_fine'][1]:.2f}")
     summary = (f"rllab_box2d thetadot_err_median={t['thetadot_err_median']:.2e} "
-               f"quirk_angle_jump_mean={t['quirk_angle_jump_mean']:.3f} quirk_near_upright={t['quirk_near_upright']:.3f}")
+               f"quirk_angle_jump_mean={t['quirk_angle_jump_mean']:.3f} quirk_near_upright={t['quirk_near_upright']:.3f} "
+               f"energy_left_5s_ours={e['ours'][1]:.2f} energy_left_5s_box2d={e['box2d'][1]:.2f}")
     if args.train:
         variants = [v.strip() for v in args.variants.split(",")]
         bad = [v for v in variants if v not in VARIANT_IDS]
