@@ -60,7 +60,8 @@ class UpdateStats:
 def build_policy(cfg: Config, observation_space: gym.Space, action_space: gym.Space) -> EnsemblePolicy:
     """The policy ensemble of ``cfg.algo``'s prior family."""
     update, _ = parse_algo(cfg.algo)
-    layer_kwargs = {"K": cfg.householder_k} if update.layer == "householder" else None
+    layer_kwargs = ({"K": cfg.householder_k, "scales": cfg.householder_scales}
+                    if update.layer == "householder" else None)
     return EnsemblePolicy(
         cfg.particles, observation_space, action_space, cfg.policy_hidden,
         activation=cfg.activation, layer=update.layer, layer_kwargs=layer_kwargs,

@@ -100,6 +100,10 @@ class Config:
     """Init gain of the policy's output layer (1: Glorot, as the SVPG code)."""
     householder_k: int = 1
     """Householder reflections per side K (householder prior; 0 = VMG)."""
+    householder_scales: bool = True
+    """Householder prior: learn the diagonal scales Λ1, Λ2 of W = P Λ1 C Λ2 Qᵀ (S²VGD
+    paper, eq. 10-14). False fixes them at 1 (W = P C Qᵀ, as the S²VGD code's RL
+    experiments build it); see the README's learning benchmark for what each does."""
     prior: str = "gaussian"
     """Prior on each parameter group: ``gaussian`` (fixed variance) or ``invgamma``
     (hierarchical, variance marginalised in closed form)."""

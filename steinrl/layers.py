@@ -177,8 +177,11 @@ class HouseholderLinear(StructuredLinear):
     Init: Λ = 1, v ~ N(0, I), C ~ N(0, gain²/in), bias 0, so W = P C Qᵀ has the same
     distribution as C (a well-scaled dense init).
 
+    ``scales=False`` fixes Λ1 = Λ2 = I (buffers, not parameters: W = P C Qᵀ, as the
+    S²VGD code's RL experiments build it); then (K+1) becomes K in the count above.
+
     Prior groups: ``{"C", "v_in", "v_out", "lambda_in", "lambda_out", "bias"}`` (the
-    vector groups only when K > 0).
+    vector groups only when K > 0, the lambda groups only with ``scales``).
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class HouseholderLinear(StructuredLinear):
         bias: bool = True,
         gain: float = 1.0,
         K: int = 1,
+        scales: bool = True,
         generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -198,11 +202,18 @@ class HouseholderLinear(StructuredLinear):
         if K < 0 or int(K) != K:
             raise ValueError(f"K must be a non-negative integer, got {K}")
         self.K = int(K)
+        self.scales = bool(scales)
         M, l1, l2 = num_particles, in_features, out_features
         rnd = dict(generator=generator, device=device, dtype=dtype)
         self.C = nn.Parameter(_randn(M, l1, l2, std=gain / math.sqrt(l1), **rnd))
-        self.lambda_in = nn.Parameter(torch.ones(M, l1, device=device, dtype=dtype))
-        self.lambda_out = nn.Parameter(torch.ones(M, l2, device=device, dtype=dtype))
+        lambda_in = torch.ones(M, l1, device=device, dtype=dtype)
+        lambda_out = torch.ones(M, l2, device=device, dtype=dtype)
+        if self.scales:
+            self.lambda_in = nn.Parameter(lambda_in)
+            self.lambda_out = nn.Parameter(lambda_out)
+        else:
+            self.register_buffer("lambda_in", lambda_in)
+            self.register_buffer("lambda_out", lambda_out)
         if self.K > 0:
             self.v_in = nn.Parameter(_randn(M, self.K, l1, std=1.0, **rnd))
             self.v_out = nn.Parameter(_randn(M, self.K, l2, std=1.0, **rnd))
@@ -241,12 +252,13 @@ class HouseholderLinear(StructuredLinear):
         if self.K > 0:
             groups["v_in"] = self.v_in.reshape(M, -1)
             groups["v_out"] = self.v_out.reshape(M, -1)
-        groups["lambda_in"] = self.lambda_in
-        groups["lambda_out"] = self.lambda_out
+        if self.scales:
+            groups["lambda_in"] = self.lambda_in
+            groups["lambda_out"] = self.lambda_out
         return self._bias_group(groups)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", K={self.K}"
+        return super().extra_repr() + f", K={self.K}, scales={self.scales}"
 
 
 class KroneckerLinear(StructuredLinear):

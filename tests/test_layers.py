@@ -92,6 +92,24 @@ def test_householder_k0_is_diagonal_scaling():
         torch.testing.assert_close(W[i], ref.detach(), atol=1e-14, rtol=0)
 
 
+def test_householder_without_scales_is_reflected_c():
+    """scales=False: W = P C Qᵀ with Λ fixed at 1 (buffers), no lambda parameters or prior groups."""
+    gen = torch.Generator().manual_seed(2)
+    layer = HouseholderLinear(3, 4, 5, K=1, scales=False, generator=gen, dtype=F64)
+    names = {n for n, _ in layer.named_parameters()}
+    assert names == {"C", "v_in", "v_out", "bias"}
+    assert set(layer.param_groups()) == {"C", "v_in", "v_out", "bias"}
+    assert sum(p[0].numel() for p in layer.parameters()) == 1 * (4 + 5) + 4 * 5 + 5
+    W = layer.weight().detach()
+    for i in range(3):
+        u, w = layer.v_in[i].detach()[0], layer.v_out[i].detach()[0]
+        P = torch.eye(4, dtype=F64) - 2 * torch.outer(u, u) / u.dot(u)
+        Q = torch.eye(5, dtype=F64) - 2 * torch.outer(w, w) / w.dot(w)
+        torch.testing.assert_close(W[i], P @ layer.C[i].detach() @ Q.T, atol=1e-12, rtol=0)
+    assert torch.equal(layer.lambda_in, torch.ones(3, 4, dtype=F64))  # still in the state dict
+    assert "lambda_in" in layer.state_dict()
+
+
 @pytest.mark.parametrize("K", [0, 1, 2, 4])
 @pytest.mark.parametrize("bias", [True, False])
 def test_householder_parameter_count(K, bias):
