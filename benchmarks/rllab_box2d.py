@@ -101,12 +101,12 @@ def transitions(n: int, seed: int = 0) -> dict[str, float]:
 
 
 def energy(state: np.ndarray) -> np.ndarray:
-    """Mechanical energy (J) of states ``(..., 4)``, zero for the pole hanging at rest."""
+    """Mechanical energy (J) of cart-pole states ``(..., 4)``, zero for the pole hanging at rest."""
+    p = CartPolePhysics(1)  # its mass, h = m l / 2 and pivot inertia are DESIGN.md's
     x_dot, theta, theta_dot = state[..., 1], state[..., 2], state[..., 3]
-    m, l, M = 0.1, 1.0, 1.0  # DESIGN.md section 3
-    h, pivot_inertia = m * l / 2, m * (l**2 + 0.1**2) / 12 + m * l**2 / 4
-    kinetic = 0.5 * (M + m) * x_dot**2 - h * np.cos(theta) * x_dot * theta_dot + 0.5 * pivot_inertia * theta_dot**2
-    return kinetic + h * 10.0 * (np.cos(theta) + 1.0)
+    kinetic = (0.5 * p.total_mass * x_dot**2 - p.half_ml * np.cos(theta) * x_dot * theta_dot
+               + 0.5 * p.pivot_inertia * theta_dot**2)
+    return kinetic + p.half_ml * p.gravity * (np.cos(theta) + 1.0)
 
 
 def energy_left(n: int, seed: int = 1) -> dict[str, tuple[float, float]]:
@@ -115,34 +115,23 @@ def energy_left(n: int, seed: int = 1) -> dict[str, tuple[float, float]]:
     states = np.zeros((n, 4))
     states[:, 2] = rng.uniform(np.pi - 2.0, np.pi + 2.0, n)
     states[:, 3] = rng.uniform(-3.0, 3.0, n)
-    e0 = energy(states).mean()
-    out = {}
-    ours = states.T.copy()
-    physics = CartPolePhysics(n)
-    left = []
-    for t in range(1, 101):
+    marks = (20, 100)
+    after = {name: np.zeros((len(marks), n, 4)) for name in ("ours", "box2d", "box2d_fine")}
+    ours, physics = states.T.copy(), CartPolePhysics(n)
+    for t in range(1, marks[-1] + 1):
         physics.step(ours, np.zeros(n))
-        if t in (20, 100):
-            left.append(energy(ours.T).mean() / e0)
-    out["ours"] = tuple(left)
+        if t in marks:
+            after["ours"][marks.index(t)] = ours.T
     sim = Box2DCartpole()
     for name, substeps in (("box2d", 1), ("box2d_fine", 25)):
-        after = np.zeros((2, n, 4))
         for i, state in enumerate(states):
             sim.reset(state)
-            for t in range(1, 101):
-                for _ in range(substeps):
-                    sim.world.Step(sim_dt(substeps), 8, 3)
-                if t in (20, 100):
-                    after[(t == 100) * 1, i] = sim.state
-        out[name] = tuple(energy(after).mean(1) / e0)
-    return out
-
-
-def sim_dt(substeps: int) -> float:
-    from envs.rllab_box2d import DT
-
-    return DT / substeps
+            for t in range(1, marks[-1] + 1):
+                sim.step(0.0, substeps)
+                if t in marks:
+                    after[name][marks.index(t), i] = sim.state
+    e0 = energy(states).mean()
+    return {name: tuple(energy(a).mean(1) / e0) for name, a in after.items()}
 
 
 def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarray]:

@@ -82,9 +82,14 @@ class Box2DCartpole:
             self.pole.linearVelocity = (x_dot - r * theta_dot * math.cos(theta), -r * theta_dot * math.sin(theta))
         return self.state
 
-    def step(self, force: float) -> np.ndarray:
-        """One env step under ``force`` in N (clipped to ±10); returns the new state."""
+    def step(self, force: float, substeps: int = 1) -> np.ndarray:
+        """One env step (``DT``) under ``force`` in N (clipped to ±10); returns the new state.
+
+        rllab takes one world step per env step; ``substeps > 1`` splits it into that many
+        world steps of ``DT / substeps`` (to see what the coarse step does).
+        """
         f = min(max(float(force), -MAX_FORCE), MAX_FORCE)
-        self.cart.ApplyForce((f, 0.0), self.cart.GetWorldPoint((0.0, 0.0)), True)
-        self.world.Step(DT, VELOCITY_ITERATIONS, POSITION_ITERATIONS)
+        for _ in range(substeps):  # Box2D clears applied forces after every world step
+            self.cart.ApplyForce((f, 0.0), self.cart.GetWorldPoint((0.0, 0.0)), True)
+            self.world.Step(DT / substeps, VELOCITY_ITERATIONS, POSITION_ITERATIONS)
         return self.state
