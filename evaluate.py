@@ -8,7 +8,7 @@
 
 import sys
 
-from steinrl.cli import evaluate_main, run_cli
+from steinrl.run.cli import evaluate_main, run_cli
 
 if __name__ == "__main__":
     sys.exit(run_cli(evaluate_main))

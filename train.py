@@ -6,7 +6,7 @@ See ``python train.py --help`` and the README for the flags.
 
 import sys
 
-from steinrl.cli import run_cli, train_main
+from steinrl.run.cli import run_cli, train_main
 
 if __name__ == "__main__":
     sys.exit(run_cli(train_main))

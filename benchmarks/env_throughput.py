@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv as GymCartPoleVectorEnv  # noqa: E402
 
-from envs.cartpole import CartpoleSwingUpVectorEnv, CartpoleVectorEnv  # noqa: E402
-from envs.double_pendulum import DoublePendulumVectorEnv  # noqa: E402
+from steinrl.envs.cartpole import CartpoleSwingUpVectorEnv, CartpoleVectorEnv  # noqa: E402
+from steinrl.envs.double_pendulum import DoublePendulumVectorEnv  # noqa: E402
 
 
 def _stepper(env, actions: np.ndarray) -> Callable[[], float]:

@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from steinrl.logger import read_metrics  # noqa: E402
+from steinrl.run.logger import read_metrics  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_ENVS = ["CartpoleSwingUp", "DoublePendulum", "Cartpole"]

@@ -5,7 +5,7 @@
     python benchmarks/rllab_box2d.py                    # transitions + reset quirk (seconds)
     python benchmarks/rllab_box2d.py --train s2vgd-a2c --iterations 500 --seeds 0
 
-Uses ``envs.rllab_box2d`` (rllab's ``cartpole.xml.mako`` rebuilt with pybox2d) to measure:
+Uses ``steinrl.envs.rllab_box2d`` (rllab's ``cartpole.xml.mako`` rebuilt with pybox2d) to measure:
 
 1. one-step agreement: from 2000 swing-up reset states and random forces in ±10 N, the
    median and largest |ours − Box2D| of the next ``ẋ`` and ``θ̇``;
@@ -42,10 +42,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.cartpole import SWINGUP_RESET_HIGH, SWINGUP_RESET_LOW, CartPolePhysics  # noqa: E402
+from steinrl.envs.cartpole import SWINGUP_RESET_HIGH, SWINGUP_RESET_LOW, CartPolePhysics  # noqa: E402
 
 try:
-    from envs.rllab_box2d import Box2DCartpole  # noqa: E402
+    from steinrl.envs.rllab_box2d import Box2DCartpole  # noqa: E402
 except ImportError as exc:
     sys.exit(f"error: {exc}")
 
@@ -138,8 +138,8 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
     variant, algo, seed, iterations, logdir = args
     import torch
 
-    from steinrl.config import resolve_config
-    from steinrl.trainer import Trainer
+    from steinrl.run.config import resolve_config
+    from steinrl.run.trainer import Trainer
 
     torch.set_num_threads(1)
     cfg = resolve_config(VARIANT_IDS[variant], overrides=dict(

@@ -2,7 +2,7 @@
 
     python benchmarks/svgd_step.py [--threads 1] [--quick]
 
-1. One SVGD direction (:func:`steinrl.svgd.svgd_direction`: distances, median bandwidth,
+1. One SVGD direction (:func:`steinrl.core.svgd.svgd_direction`: distances, median bandwidth,
    kernel, attractive + repulsive terms) vs a naive Python double loop over particle
    pairs (same maths, one pair at a time) for M ∈ {16, 64, 256}, D ∈ {1e3, 1e4, 1e5},
    float32 on CPU. Where the full loop would take too long, it is timed on the first k
@@ -33,9 +33,9 @@ from torch.utils import benchmark
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import steinrl.ensemble as ensemble_mod  # noqa: E402
-from steinrl.ensemble import EnsembleMLP  # noqa: E402
-from steinrl.svgd import svgd_direction  # noqa: E402
+import steinrl.core.ensemble as ensemble_mod  # noqa: E402
+from steinrl.core.ensemble import EnsembleMLP  # noqa: E402
+from steinrl.core.svgd import svgd_direction  # noqa: E402
 
 
 def naive_svgd_rows(theta: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:

@@ -37,9 +37,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import envs  # noqa: E402
-from steinrl.config import resolve_config  # noqa: E402
-from steinrl.trainer import Trainer  # noqa: E402
+import steinrl.envs as envs  # noqa: E402
+from steinrl.run.config import resolve_config  # noqa: E402
+from steinrl.run.trainer import Trainer  # noqa: E402
 
 
 def ours(iterations: int) -> tuple[float, float]:
@@ -63,9 +63,9 @@ def ours(iterations: int) -> tuple[float, float]:
 
 def breakdown(iterations: int) -> tuple[float, dict[str, float]]:
     """Valid env steps per iteration and ms per iteration of (d)'s parts (iterations 1..n)."""
-    from steinrl.agent import Agent
-    from steinrl.rollout import Sampler
-    from steinrl.trainer import make_envs
+    from steinrl.rl.agent import Agent
+    from steinrl.rl.rollout import Sampler
+    from steinrl.run.trainer import make_envs
 
     cfg = resolve_config("CartpoleSwingUp", overrides=dict(algo="s2vgd-a2c", progress=False, tensorboard=False))
     torch.manual_seed(cfg.seed)

@@ -1,22 +1,22 @@
 """Vectorized Gymnasium versions of rllab's Box2D control tasks (see README).
 
-``import envs`` registers ``steinrl/Cartpole-v0``, ``steinrl/CartpoleSwingUp-v0`` and
+``import steinrl.envs`` registers ``steinrl/Cartpole-v0``, ``steinrl/CartpoleSwingUp-v0`` and
 ``steinrl/DoublePendulum-v0`` with Gymnasium, each with a single-env ``entry_point``
 and a numpy ``vector_entry_point``::
 
-    import envs
+    import steinrl.envs as envs
     vec = envs.make_vec("CartpoleSwingUp", num_envs=160)   # or any Gymnasium id
     obs, info = vec.reset(seed=0)                          # (160, 4) float32
 """
 
-from envs.cartpole import (
+from .cartpole import (
     CartpoleEnv,
     CartpoleSwingUpEnv,
     CartpoleSwingUpVectorEnv,
     CartpoleVectorEnv,
 )
-from envs.double_pendulum import DoublePendulumEnv, DoublePendulumVectorEnv
-from envs.registration import (
+from .double_pendulum import DoublePendulumEnv, DoublePendulumVectorEnv
+from .registration import (
     SHORT_NAMES,
     UnknownEnvError,
     is_steinrl_env,

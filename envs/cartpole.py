@@ -39,8 +39,8 @@ import math
 
 import numpy as np
 
-from envs.core import BatchedTask, TaskEnv, TaskVectorEnv
-from envs.rendering import render_cartpole
+from .core import BatchedTask, TaskEnv, TaskVectorEnv
+from .rendering import render_cartpole
 
 # --- physical constants (SI units) -------------------------------------------------
 GRAVITY = 10.0  # m/s²
@@ -222,28 +222,28 @@ class CartpoleSwingUpTask(CartpoleTask):
 
 
 class CartpoleEnv(TaskEnv):
-    """Cart-pole balancing, single env (see :mod:`envs.cartpole`)."""
+    """Cart-pole balancing, single env (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleTask
     metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleVectorEnv(TaskVectorEnv):
-    """Cart-pole balancing, vectorized with next-step autoreset (see :mod:`envs.cartpole`)."""
+    """Cart-pole balancing, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleTask
     metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpEnv(TaskEnv):
-    """Cart-pole swing-up, single env (see :mod:`envs.cartpole`)."""
+    """Cart-pole swing-up, single env (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleSwingUpTask
     metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpVectorEnv(TaskVectorEnv):
-    """Cart-pole swing-up, vectorized with next-step autoreset (see :mod:`envs.cartpole`)."""
+    """Cart-pole swing-up, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleSwingUpTask
     metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.core import BatchedTask, TaskEnv, TaskVectorEnv
-from envs.rendering import render_double_pendulum
+from .core import BatchedTask, TaskEnv, TaskVectorEnv
+from .rendering import render_double_pendulum
 
 # --- physical constants (SI units) -------------------------------------------------
 GRAVITY = 10.0  # m/s²
@@ -189,14 +189,14 @@ class DoublePendulumTask(BatchedTask):
 
 
 class DoublePendulumEnv(TaskEnv):
-    """Double pendulum, single env (see :mod:`envs.double_pendulum`)."""
+    """Double pendulum, single env (see :mod:`steinrl.envs.double_pendulum`)."""
 
     task_cls = DoublePendulumTask
     metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / (DT * FRAME_SKIP))}
 
 
 class DoublePendulumVectorEnv(TaskVectorEnv):
-    """Double pendulum, vectorized with next-step autoreset (see :mod:`envs.double_pendulum`)."""
+    """Double pendulum, vectorized with next-step autoreset (see :mod:`steinrl.envs.double_pendulum`)."""
 
     task_cls = DoublePendulumTask
     metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / (DT * FRAME_SKIP))}

@@ -1,6 +1,6 @@
 """Gymnasium registration of the steinrl tasks and name resolution for the CLI.
 
-Executed on ``import envs``. Our tasks are registered as ``steinrl/<Name>-v0`` with a
+Executed on ``import steinrl.envs``. Our tasks are registered as ``steinrl/<Name>-v0`` with a
 single-env ``entry_point`` and a ``vector_entry_point``; any other Gymnasium id (e.g.
 ``"CartPole-v1"``, ``"InvertedDoublePendulum-v5"``) is passed through to Gymnasium.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.core import DEFAULT_MAX_EPISODE_STEPS, NO_STEP_LIMIT
+from .core import DEFAULT_MAX_EPISODE_STEPS, NO_STEP_LIMIT
 
 NAMESPACE = "steinrl"
 
@@ -24,11 +24,11 @@ SHORT_NAMES: dict[str, str] = {
 }
 
 _ENTRY_POINTS: dict[str, tuple[str, str]] = {
-    "Cartpole": ("envs.cartpole:CartpoleEnv", "envs.cartpole:CartpoleVectorEnv"),
-    "CartpoleSwingUp": ("envs.cartpole:CartpoleSwingUpEnv", "envs.cartpole:CartpoleSwingUpVectorEnv"),
+    "Cartpole": ("steinrl.envs.cartpole:CartpoleEnv", "steinrl.envs.cartpole:CartpoleVectorEnv"),
+    "CartpoleSwingUp": ("steinrl.envs.cartpole:CartpoleSwingUpEnv", "steinrl.envs.cartpole:CartpoleSwingUpVectorEnv"),
     "DoublePendulum": (
-        "envs.double_pendulum:DoublePendulumEnv",
-        "envs.double_pendulum:DoublePendulumVectorEnv",
+        "steinrl.envs.double_pendulum:DoublePendulumEnv",
+        "steinrl.envs.double_pendulum:DoublePendulumVectorEnv",
     ),
 }
 

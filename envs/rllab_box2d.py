@@ -1,7 +1,7 @@
 """rllab's Box2D cart-pole (``cartpole.xml.mako``), rebuilt with pybox2d: a reference, not a task.
 
 This is the simulator the papers' cart-pole numbers were made on, used only to check our
-numpy :mod:`envs.cartpole` against it (``tests/test_envs_box2d.py``) and to study it
+numpy :mod:`steinrl.envs.cartpole` against it (``tests/test_envs_box2d.py``) and to study it
 (``benchmarks/rllab_box2d.py``). It needs the optional ``Box2D`` package
 (``pip install -e .[box2d]``); nothing else in steinrl imports it.
 
@@ -30,7 +30,7 @@ import numpy as np
 try:
     import Box2D
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("envs.rllab_box2d needs the Box2D package: pip install -e .[box2d]") from exc
+    raise ImportError("steinrl.envs.rllab_box2d needs the Box2D package: pip install -e .[box2d]") from exc
 
 CART_WIDTH = 4.0 / math.sqrt(12.0)  # m
 CART_HEIGHT = 3.0 / math.sqrt(12.0)  # m

@@ -1,3 +1,3 @@
 """steinrl: ensembles of policy particles trained by Stein variational policy gradient."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

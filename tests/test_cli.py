@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_script
-from steinrl.cli import run_cli, train_main
+from steinrl.run.cli import run_cli, train_main
 
 TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
         "--no-progress"]
@@ -123,7 +123,7 @@ def test_ctrl_c_saves_and_resume_finishes(tmp_path):
 
 
 def test_find_runs_follows_symlinked_run_directories(tmp_path):
-    from steinrl.plotting import find_runs
+    from steinrl.run.plotting import find_runs
 
     real = tmp_path / "elsewhere" / "seed0"
     real.mkdir(parents=True)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from steinrl.ensemble import EnsembleMLP, mlp_forward
-from steinrl.priors import GaussianPrior, InvGammaPrior
+from steinrl.core.ensemble import EnsembleMLP, mlp_forward
+from steinrl.core.priors import GaussianPrior, InvGammaPrior
 
 LAYER_CONFIGS = [
     ("gaussian", None),

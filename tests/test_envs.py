@@ -12,8 +12,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
-import envs
-from envs import (
+import steinrl.envs as envs
+from steinrl.envs import (
     SHORT_NAMES,
     CartpoleEnv,
     CartpoleSwingUpEnv,

@@ -1,4 +1,4 @@
-"""Our numpy cart-pole against rllab's own Box2D model (``envs.rllab_box2d``, pybox2d).
+"""Our numpy cart-pole against rllab's own Box2D model (``steinrl.envs.rllab_box2d``, pybox2d).
 
 Box2D is a second, independent simulator of the same bodies: a constraint solver on
 maximal coordinates, where our physics solves the reduced Lagrangian equations. From the
@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("Box2D")
 
-from envs.cartpole import SWINGUP_RESET_HIGH, SWINGUP_RESET_LOW, CartPolePhysics  # noqa: E402
-from envs.rllab_box2d import Box2DCartpole  # noqa: E402
+from steinrl.envs.cartpole import SWINGUP_RESET_HIGH, SWINGUP_RESET_LOW, CartPolePhysics  # noqa: E402
+from steinrl.envs.rllab_box2d import Box2DCartpole  # noqa: E402
 
 
 def _states_and_forces(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs import (
+from steinrl.envs import (
     SHORT_NAMES,
     CartpoleEnv,
     CartpoleSwingUpEnv,

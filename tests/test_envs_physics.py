@@ -27,8 +27,8 @@ from scipy.integrate import solve_ivp
 
 sp = pytest.importorskip("sympy")
 
-import envs  # noqa: E402,F401  (registers the ids)
-from envs.cartpole import (  # noqa: E402
+import steinrl.envs  # noqa: E402,F401  (registers the ids)
+from steinrl.envs.cartpole import (  # noqa: E402
     BALANCE_RESET_HIGH,
     CartpoleEnv,
     CartPolePhysics,
@@ -38,7 +38,7 @@ from envs.cartpole import (  # noqa: E402
     SWINGUP_RESET_HIGH,
     SWINGUP_RESET_LOW,
 )
-from envs.double_pendulum import (  # noqa: E402
+from steinrl.envs.double_pendulum import (  # noqa: E402
     DoublePendulumEnv,
     DoublePendulumPhysics,
     DoublePendulumVectorEnv,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from steinrl.estimators import discounted_returns, gae, standardize
+from steinrl.rl.returns import discounted_returns, gae, standardize
 
 
 def test_returns_to_go_by_hand():
@@ -64,7 +64,7 @@ def test_standardize_per_particle_ignores_masked_entries():
 
 
 def test_explained_variance_per_particle_over_valid_steps():
-    from steinrl.critic import explained_variance
+    from steinrl.rl.critics import explained_variance
 
     rng = np.random.default_rng(0)
     T, M, E = 7, 3, 2
@@ -83,7 +83,7 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     """The batched fit against rllab's recipe run one particle at a time in numpy."""
     import torch
 
-    from steinrl.critic import LinearBaseline
+    from steinrl.rl.critics import LinearBaseline
 
     rng = np.random.default_rng(1)
     M, B, d = 3, 50, 4

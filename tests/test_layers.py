@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from steinrl.layers import (
+from steinrl.core.layers import (
     LAYERS,
     DenseLinear,
     HouseholderLinear,
@@ -13,7 +13,7 @@ from steinrl.layers import (
     StructuredLinear,
     make_layer,
 )
-from steinrl.priors import GaussianPrior, InvGammaPrior
+from steinrl.core.priors import GaussianPrior, InvGammaPrior
 
 F64 = torch.float64
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from steinrl.priors import PRIORS, GaussianPrior, InvGammaPrior, make_prior
+from steinrl.core.priors import PRIORS, GaussianPrior, InvGammaPrior, make_prior
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from steinrl.rollout import Sampler
+from steinrl.rl.rollout import Sampler
 
 M, E, BUDGET, HORIZON = 3, 3, 90, 60
 
@@ -110,7 +110,7 @@ def test_sampler_rejects_wrong_env_count():
 ])
 def test_numpy_actor_matches_torch_sample(space, activation, normalize):
     """The rollout's numpy forward gives the actions of the torch policy, noise included."""
-    from steinrl.policies import EnsemblePolicy
+    from steinrl.rl.policy import EnsemblePolicy
 
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,))

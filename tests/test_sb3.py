@@ -1,6 +1,6 @@
 """Stable-Baselines3 interop: EnsembleSB3Policy, the SVPG algorithm class, structured A2C / PPO.
 
-Matching ``evaluate_policy`` against ``steinrl.evaluation.run_episodes``: run_episodes
+Matching ``evaluate_policy`` against ``steinrl.rl.evaluation.run_episodes``: run_episodes
 with ``episodes=1`` steps a vector env of one env reset with ``seed``; a vector env of one
 env and a single env give the same trajectory for the same seed and actions
 (tests/test_envs_consistency.py). So for each seed we evaluate one episode on a
@@ -26,13 +26,13 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-import envs
-from steinrl.config import resolve_config
-from steinrl.evaluation import load_run, run_episodes
-from steinrl.layers import HouseholderLinear, KroneckerLinear
-from steinrl.logger import read_metrics
+import steinrl.envs as envs
+from steinrl.run.config import resolve_config
+from steinrl.rl.evaluation import load_run, run_episodes
+from steinrl.core.layers import HouseholderLinear, KroneckerLinear
+from steinrl.run.logger import read_metrics
 from steinrl.sb3 import SVPG, EnsembleSB3Policy, StructuredActorCriticPolicy
-from steinrl.trainer import Trainer
+from steinrl.run.trainer import Trainer
 
 TINY = dict(particles=3, envs_per_particle=2, batch_size=40, horizon=40, value_steps=2)
 SEEDS = range(4)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from steinrl.svgd import (
+from steinrl.core.svgd import (
     SVGD,
     bandwidth,
     flatten,
@@ -357,7 +357,7 @@ def test_repulsion_pushes_particles_across_the_barrier():
 
 def test_proximal_gradient_against_a_double_loop():
     """The S²VGD code's proximal term, written as that code's loops over i and j."""
-    from steinrl.svgd import proximal_gradient
+    from steinrl.core.svgd import proximal_gradient
 
     g = torch.Generator().manual_seed(3)
     M, D = 6, 5

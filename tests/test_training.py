@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from steinrl.agent import NonFiniteError
-from steinrl.algos import ALGOS
-from steinrl.checkpoint import load_checkpoint
-from steinrl.config import resolve_config
-from steinrl.logger import read_metrics
-from steinrl.trainer import Trainer
+from steinrl.rl.agent import NonFiniteError
+from steinrl.run.algos import ALGOS
+from steinrl.run.checkpoint import load_checkpoint
+from steinrl.run.config import resolve_config
+from steinrl.run.logger import read_metrics
+from steinrl.run.trainer import Trainer
 
 TINY = dict(particles=3, envs_per_particle=2, batch_size=40, horizon=40, value_steps=2, progress=False,
             tensorboard=False)

@@ -1,8 +1,8 @@
 """A trained steinrl ensemble as a Stable-Baselines3 policy.
 
 :class:`EnsembleSB3Policy` is a :class:`~stable_baselines3.common.policies.BasePolicy`
-around an :class:`~steinrl.policies.EnsemblePolicy`. It acts through
-:class:`steinrl.evaluation.EnsembleActor`, so its acting modes are exactly those of
+around an :class:`~steinrl.rl.policy.EnsemblePolicy`. It acts through
+:class:`steinrl.rl.evaluation.EnsembleActor`, so its acting modes are exactly those of
 ``evaluate.py``:
 
 - ``act_mode="sample"``: a particle drawn per episode (Thompson-style). ``predict``'s
@@ -31,15 +31,15 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import Tensor
 
-from steinrl.config import Config, apply_overrides
-from steinrl.evaluation import ACT_MODES, EnsembleActor
-from steinrl.policies import EnsemblePolicy
+from steinrl.run.config import Config, apply_overrides
+from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
+from steinrl.rl.policy import EnsemblePolicy
 
 __all__ = ["EnsembleSB3Policy", "config_from_dict"]
 
 
 def config_from_dict(config: Config | dict[str, Any], where: str = "EnsembleSB3Policy") -> Config:
-    """A validated :class:`~steinrl.config.Config` from a Config or its ``to_dict()``."""
+    """A validated :class:`~steinrl.run.config.Config` from a Config or its ``to_dict()``."""
     if isinstance(config, Config):
         return config
     return apply_overrides(Config(), dict(config), where).validate()
@@ -50,14 +50,14 @@ class EnsembleSB3Policy(BasePolicy):
 
     :param observation_space: a flat ``Box`` observation space.
     :param action_space: a 1-D ``Box`` or a ``Discrete`` action space.
-    :param config: the steinrl run config (a :class:`~steinrl.config.Config` or its
+    :param config: the steinrl run config (a :class:`~steinrl.run.config.Config` or its
         ``to_dict()``); fixes the ensemble's architecture (``particles``, ``algo``'s
         layer family, ``policy_hidden``, ...).
     :param act_mode: ``"sample"``, ``"particle"`` or ``"mean"`` (see module docstring).
     :param particle: the particle used in ``"particle"`` mode.
     :param seed: seeds the per-episode particle draws and the action noise
         (None: a random seed).
-    :param ensemble: an existing :class:`~steinrl.policies.EnsemblePolicy` to wrap
+    :param ensemble: an existing :class:`~steinrl.rl.policy.EnsemblePolicy` to wrap
         (shared, not copied); by default a freshly initialised one is built from ``config``.
     :param normalize_images: SB3's option (unused: steinrl policies take flat Box observations).
     """
@@ -78,7 +78,7 @@ class EnsembleSB3Policy(BasePolicy):
             raise ValueError(f"unknown act_mode {act_mode!r}; choices: {', '.join(ACT_MODES)}")
         self.config = config_from_dict(config)
         if ensemble is None:
-            from steinrl.agent import build_policy
+            from steinrl.rl.agent import build_policy
 
             ensemble = build_policy(self.config, observation_space, action_space)
         elif ensemble.num_particles != self.config.particles:
@@ -103,10 +103,10 @@ class EnsembleSB3Policy(BasePolicy):
     ) -> "EnsembleSB3Policy":
         """The ensemble of a ``train.py`` run (a run directory or its ``checkpoint.pt``).
 
-        Loaded with :func:`steinrl.evaluation.load_run`; the spaces are those of the run's env.
+        Loaded with :func:`steinrl.rl.evaluation.load_run`; the spaces are those of the run's env.
         """
-        import envs
-        from steinrl.evaluation import load_run
+        import steinrl.envs as envs
+        from steinrl.rl.evaluation import load_run
 
         cfg, ensemble, _ = load_run(run_dir_or_checkpoint, device=device)
         env = envs.make(cfg.env)

@@ -2,7 +2,7 @@
 
 :class:`StructuredActorCriticPolicy` is SB3's :class:`ActorCriticPolicy` whose policy and
 value MLPs (the ``mlp_extractor``) are built from steinrl's structured layers with a
-single particle (:func:`steinrl.layers.make_layer` with ``num_particles=1``); SB3's own
+single particle (:func:`steinrl.core.layers.make_layer` with ``num_particles=1``); SB3's own
 action and value heads, distributions, optimizer and algorithms are unchanged::
 
     from stable_baselines3 import A2C, PPO
@@ -32,8 +32,8 @@ from stable_baselines3.common.type_aliases import Schedule
 from stable_baselines3.common.utils import get_device
 from torch import Tensor, nn
 
-from steinrl.layers import LAYERS, StructuredLinear, make_layer
-from steinrl.priors import make_prior
+from steinrl.core.layers import LAYERS, StructuredLinear, make_layer
+from steinrl.core.priors import make_prior
 
 __all__ = ["StructuredLinear1", "StructuredMlpExtractor", "StructuredActorCriticPolicy"]
 

@@ -2,8 +2,8 @@
 
 :class:`SVPG` is a :class:`~stable_baselines3.common.base_class.BaseAlgorithm` whose
 ``learn`` drives the very same training loop as ``train.py``:
-:class:`steinrl.trainer.Trainer` with a config resolved by
-:func:`steinrl.config.resolve_config` (per-task YAML files included). The model's
+:class:`steinrl.run.trainer.Trainer` with a config resolved by
+:func:`steinrl.run.config.resolve_config` (per-task YAML files included). The model's
 ``policy`` is an :class:`~steinrl.sb3.policy.EnsembleSB3Policy` sharing the trainer's
 ensemble, so ``predict``, ``evaluate_policy``, ``EvalCallback`` and
 ``CheckpointCallback`` see the current particles.
@@ -62,11 +62,11 @@ from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import get_device
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, unwrap_vec_normalize
 
-import envs
+import steinrl.envs as envs
 import steinrl
-from steinrl.config import Config, ConfigError, resolve_config
+from steinrl.run.config import Config, ConfigError, resolve_config
 from steinrl.sb3.policy import EnsembleSB3Policy, config_from_dict
-from steinrl.trainer import Trainer, run_dir_for
+from steinrl.run.trainer import Trainer, run_dir_for
 
 __all__ = ["SVPG", "env_id_of"]
 
@@ -136,7 +136,7 @@ class SVPG(BaseAlgorithm):
         (the only policy class; its architecture comes from the steinrl config).
     :param env: env id (steinrl short name or Gymnasium id), Gymnasium env, Gymnasium
         ``VectorEnv`` or SB3 ``VecEnv`` (see module docstring).
-    :param algo: ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see :mod:`steinrl.algos`).
+    :param algo: ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see :mod:`steinrl.run.algos`).
     :param particles: number of policy particles M.
     :param policy_kwargs: :class:`EnsembleSB3Policy` acting options for ``predict``:
         ``act_mode`` (``"sample"``, ``"particle"``, ``"mean"``), ``particle``, ``seed``
@@ -150,7 +150,7 @@ class SVPG(BaseAlgorithm):
         goes to a temporary directory removed with the model, without TensorBoard files.
     :param verbose: 0 quiet, 1 SB3's stdout table every ``log_interval`` iterations.
     :param config_files: extra steinrl YAML config files (as ``train.py --config``).
-    :param config_overrides: any other :class:`~steinrl.config.Config` field, e.g.
+    :param config_overrides: any other :class:`~steinrl.run.config.Config` field, e.g.
         ``batch_size=1000``, ``envs_per_particle=4``, ``temperature=10.0``, ``lr=5e-3``,
         ``horizon=500`` (``learning_rate`` is accepted as an alias of ``lr``).
     """
@@ -267,7 +267,7 @@ class SVPG(BaseAlgorithm):
 
     @property
     def agent(self):
-        """The :class:`steinrl.agent.Agent` (particles, critic, optimizers)."""
+        """The :class:`steinrl.rl.agent.Agent` (particles, critic, optimizers)."""
         return self._trainer.agent
 
     @property

@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from steinrl.algos import parse_algo
-from steinrl.config import Config
-from steinrl.critic import LinearBaseline, ValueEnsemble, explained_variance
-from steinrl.estimators import discounted_returns, gae, standardize
-from steinrl.policies import EnsemblePolicy
-from steinrl.priors import make_prior
-from steinrl.rollout import Batch, Sampler
-from steinrl.svgd import SVGD, flatten
+from steinrl.run.algos import parse_algo
+from steinrl.run.config import Config
+from steinrl.rl.critics import LinearBaseline, ValueEnsemble, explained_variance
+from steinrl.rl.returns import discounted_returns, gae, standardize
+from steinrl.rl.policy import EnsemblePolicy
+from steinrl.core.priors import make_prior
+from steinrl.rl.rollout import Batch, Sampler
+from steinrl.core.svgd import SVGD, flatten
 
 
 class NonFiniteError(RuntimeError):

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from steinrl.algos import ALGOS
+from steinrl.run.algos import ALGOS
 
 EXIT_USAGE = 2
 EXIT_NONFINITE = 1
@@ -18,8 +18,8 @@ EXIT_INTERRUPTED = 130
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    import envs
-    from steinrl.config import ConfigError
+    import steinrl.envs as envs
+    from steinrl.run.config import ConfigError
 
     return (ConfigError, envs.UnknownEnvError, FileNotFoundError)
 
@@ -59,9 +59,9 @@ def train_parser() -> argparse.ArgumentParser:
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
-    from steinrl.agent import NonFiniteError
-    from steinrl.config import ConfigError, parse_set, resolve_config
-    from steinrl.trainer import Trainer, TrainingInterrupted
+    from steinrl.rl.agent import NonFiniteError
+    from steinrl.run.config import ConfigError, parse_set, resolve_config
+    from steinrl.run.trainer import Trainer, TrainingInterrupted
 
     args = train_parser().parse_args(argv)
     flags = {
@@ -126,9 +126,9 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     import json
     from pathlib import Path
 
-    from steinrl.config import ConfigError
-    from steinrl.evaluation import evaluate, format_table, load_run, record_video
-    from steinrl.plotting import plot_runs
+    from steinrl.run.config import ConfigError
+    from steinrl.rl.evaluation import evaluate, format_table, load_run, record_video
+    from steinrl.run.plotting import plot_runs
 
     args = evaluate_parser().parse_args(argv)
     if args.episodes < 1:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from steinrl.config import ConfigError, read_run_config
+from steinrl.run.config import ConfigError, read_run_config
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:

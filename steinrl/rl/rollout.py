@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from steinrl.policies import space_bounds
+from steinrl.rl.policy import space_bounds
 
 #: ``act(obs (M, E, obs_dim) float32 numpy, t) -> actions (M, E, action_dim) float32 or (M, E) int``
 #: numpy arrays. The sampler works in numpy end to end (no per-step tensor conversions);
-#: :meth:`steinrl.policies.EnsemblePolicy.actor` builds one from a policy.
+#: :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
 ActFn = Callable[[np.ndarray, int], np.ndarray]
 
 

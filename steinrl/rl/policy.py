@@ -1,4 +1,4 @@
-"""Policy particles: an :class:`~steinrl.ensemble.EnsembleMLP` plus an action distribution.
+"""Policy particles: an :class:`~steinrl.core.ensemble.EnsembleMLP` plus an action distribution.
 
 Box actions get a Gaussian with a state-independent log-std per particle (by default
 outside the kernel, see ``Config.log_std_in_kernel``); Discrete actions get a
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.ensemble import EnsembleMLP, mlp_forward
+from steinrl.core.ensemble import EnsembleMLP, mlp_forward
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -166,7 +166,7 @@ class EnsemblePolicy(nn.Module):
         return torch.addcmul(out, self.log_std.exp().unsqueeze(1), noise)
 
     def actor(self, noise: Tensor | None, dense: list | None = None):
-        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for :class:`~steinrl.rollout.Sampler`.
+        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for :class:`~steinrl.rl.rollout.Sampler`.
 
         ``noise`` ``(T, M, E, action_dim)`` (from :meth:`draw_noise`) is consumed one step
         ``t`` at a time; ``None`` gives deterministic actions. On CPU the forward pass runs

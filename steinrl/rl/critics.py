@@ -1,7 +1,7 @@
 """Per-particle baselines for the a2c estimator: value networks or linear-feature baselines.
 
 Each particle i has its own value MLP V_i(s) = mu_i + sigma_i * f_i(s), batched as one
-:class:`~steinrl.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the mean and standard
+:class:`~steinrl.core.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the mean and standard
 deviation of particle i's latest value targets, so ``f_i`` regresses targets of unit
 scale whatever the task's reward scale (Cartpole returns reach ~1000, swing-up ~100).
 The critic is plain regression (Adam), not part of theta and not moved by SVGD.
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.ensemble import EnsembleMLP
-from steinrl.estimators import masked_mean_var
+from steinrl.core.ensemble import EnsembleMLP
+from steinrl.rl.returns import masked_mean_var
 
 
 class ValueEnsemble(nn.Module):

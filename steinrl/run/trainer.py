@@ -18,13 +18,13 @@ import gymnasium
 import numpy as np
 import torch
 
-import envs
+import steinrl.envs as envs
 import steinrl
-from steinrl.agent import Agent, NonFiniteError
-from steinrl.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from steinrl.config import Config, ConfigError, save_config
-from steinrl.logger import RunLogger
-from steinrl.rollout import Batch, Sampler
+from steinrl.rl.agent import Agent, NonFiniteError
+from steinrl.run.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from steinrl.run.config import Config, ConfigError, save_config
+from steinrl.run.logger import RunLogger
+from steinrl.rl.rollout import Batch, Sampler
 
 CONFIG_NAME = "config.yaml"
 
@@ -117,7 +117,7 @@ class Trainer:
         self.start_iteration = 0
         state = None
         if resume is not None:
-            from steinrl.config import read_run_config
+            from steinrl.run.config import read_run_config
 
             self.run_dir = Path(resume)
             if not (self.run_dir / CONFIG_NAME).is_file():
@@ -169,7 +169,7 @@ class Trainer:
         after it, ``on_rollout_start`` / ``on_rollout_end`` around its rollout.
 
         Raises :class:`TrainingInterrupted` on Ctrl-C (after saving) and
-        :class:`~steinrl.agent.NonFiniteError` on NaN/inf (keeping the last good checkpoint).
+        :class:`~steinrl.rl.agent.NonFiniteError` on NaN/inf (keeping the last good checkpoint).
         """
         cfg, agent = self.cfg, self.agent
         logger = RunLogger(self.run_dir, self.start_iteration, cfg.tensorboard)

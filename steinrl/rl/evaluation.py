@@ -18,12 +18,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-import envs
-from steinrl.agent import build_policy
-from steinrl.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from steinrl.config import Config, ConfigError, apply_overrides, read_run_config
-from steinrl.policies import EnsemblePolicy
-from steinrl.rollout import Sampler
+import steinrl.envs as envs
+from steinrl.rl.agent import build_policy
+from steinrl.run.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from steinrl.run.config import Config, ConfigError, apply_overrides, read_run_config
+from steinrl.rl.policy import EnsemblePolicy
+from steinrl.rl.rollout import Sampler
 
 ACT_MODES = ("particle", "sample", "mean")
 

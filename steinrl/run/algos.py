@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from steinrl.config import ConfigError
+from steinrl.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every prior scores a *group* of parameters per particle: ``log_prob(x)`` takes
 ``x`` of shape ``(M, n)`` (M particles, n entries in the group) and returns the
 log density of each particle's group, shape ``(M,)``. A structured layer sums
-these over its groups (see :meth:`steinrl.layers.StructuredLinear.log_prior`).
+these over its groups (see :meth:`steinrl.core.layers.StructuredLinear.log_prior`).
 
 - :class:`GaussianPrior`: entries i.i.d. N(0, variance) with the variance fixed
   (the papers' RL setting uses 0.01).

@@ -15,6 +15,7 @@ of the wrong type raises :class:`ConfigError` naming the key and the file.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import difflib
 import math
 import types
@@ -25,12 +26,10 @@ from typing import Any
 
 import yaml
 
-#: Directory holding the per-task YAML files (top level of the repository).
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+from steinrl.errors import ConfigError
 
-
-class ConfigError(ValueError):
-    """A bad configuration value, key or file. The message is meant for the user."""
+#: Directory holding the per-task YAML files (the repository's configs/, installed as steinrl.configs).
+CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
 
 
 @dataclass
@@ -38,7 +37,7 @@ class Config:
     """Everything a training run needs. Defaults are the papers' RL settings."""
 
     algo: str = "s2vgd-a2c"
-    """Algorithm ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see ``steinrl.algos``)."""
+    """Algorithm ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see ``steinrl.run.algos``)."""
     env: str = "CartpoleSwingUp"
     """Task: a steinrl short name (Cartpole, CartpoleSwingUp, DoublePendulum) or any Gymnasium id."""
     seed: int = 0
@@ -128,7 +127,7 @@ class Config:
     """RBF bandwidth h: ``svpg`` (median d^2 / 2 log(M+1)), ``s2vgd`` (med^2 / log M), or a number."""
     proximal_weight: float = 0.0
     """Weight of the S²VGD code's proximal term, which pulls each particle towards its
-    position before the last update (``steinrl.svgd.proximal_gradient``; 0.1 in that
+    position before the last update (``steinrl.core.svgd.proximal_gradient``; 0.1 in that
     code; 0 = off, as in the SVPG code)."""
     lr_halving_every: int = 0
     """If > 0, halve lr every this many iterations after ``lr_halving_start`` (S²VGD code)."""
@@ -200,7 +199,7 @@ class Config:
         elif not self.bandwidth > 0:
             raise ConfigError(f"bandwidth must be 'svpg', 's2vgd' or a positive number, got {self.bandwidth}")
         # Imported here: algos imports this module.
-        from steinrl.algos import parse_algo
+        from steinrl.run.algos import parse_algo
 
         parse_algo(self.algo)
         return self

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .layers import StructuredLinear, make_layer
+from steinrl.core.layers import StructuredLinear, make_layer
 
 __all__ = ["EnsembleMLP", "mlp_forward", "ACTIVATIONS"]
 
@@ -124,7 +124,7 @@ class EnsembleMLP(nn.Module):
     :param out_dim: output size.
     :param activation: ``"tanh"``, ``"relu"``, ``"elu"`` or ``"identity"``.
     :param layer: ``"gaussian"``, ``"householder"`` or ``"kronecker"`` (see
-        :mod:`steinrl.layers`).
+        :mod:`steinrl.core.layers`).
     :param layer_kwargs: extra options for every layer, e.g. ``{"K": 1}``.
     :param output_gain: init gain of the output layer (e.g. 0.01 for a policy head);
         hidden layers use 1.0 for tanh/identity and √2 for relu/elu.

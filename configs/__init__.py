@@ -1,0 +1,1 @@
+"""Per-task and preset YAML configs, installed as ``steinrl.configs`` (package data)."""
