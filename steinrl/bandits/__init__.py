@@ -1,0 +1,1 @@
+"""Contextual bandits: tasks (Mushroom, Wheel, Linear, SparseLinear, Classification) and Thompson-sampling agents."""

@@ -1,0 +1,118 @@
+"""Registries of named parts, and the options each part declares.
+
+Every composable part of steinrl (a layer family, a prior, a particle update, an
+estimator, a policy head, a critic, a bandit task, ...) is registered by name in a
+:class:`Registry` and declares its own configuration as a tuple of :class:`Option`:
+type, default and a one-line doc. The run config (:mod:`steinrl.run.config`) is built
+from these declarations, so the CLI's choices, its error messages and ``docs/config.md``
+always list exactly what is registered.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from steinrl.errors import ConfigError
+
+__all__ = ["Option", "Registry", "options_of"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration option of a part.
+
+    :param name: key inside the part's config section (``lr``, ``hidden``, ...).
+    :param type: ``bool``, ``int``, ``float``, ``str``, ``list[int]``, or a tuple of
+        these for a union (e.g. ``(str, float)``; ``None`` in the tuple allows null).
+    :param default: the default value (must fit ``type``).
+    :param doc: one line saying what the value does.
+    :param choices: the allowed strings, or a zero-argument callable returning them
+        (e.g. a registry's ``names``), so lists are never copied by hand.
+    :param check: ``value -> error text or None`` for range checks (``"must be > 0"``).
+    """
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+    choices: tuple[str, ...] | Callable[[], list[str]] | None = None
+    check: Callable[[Any], str | None] | None = None
+
+    def allowed_choices(self) -> list[str] | None:
+        if self.choices is None:
+            return None
+        return list(self.choices() if callable(self.choices) else self.choices)
+
+
+def positive(value: Any) -> str | None:
+    """Check: a number > 0."""
+    return None if value > 0 else "must be > 0"
+
+
+def non_negative(value: Any) -> str | None:
+    """Check: a number >= 0."""
+    return None if value >= 0 else "must be >= 0"
+
+
+def at_least_one(value: Any) -> str | None:
+    """Check: an int >= 1, or a list of ints >= 1."""
+    values = value if isinstance(value, list) else [value]
+    return None if all(v >= 1 for v in values) else "must be >= 1"
+
+
+def unit_interval(value: Any) -> str | None:
+    """Check: a number in [0, 1]."""
+    return None if 0.0 <= value <= 1.0 else "must be in [0, 1]"
+
+
+class Registry(Generic[T]):
+    """Name -> part. ``get`` of an unknown name raises :class:`ConfigError` listing the names.
+
+    :param kind: what the parts are, for messages (``"estimator"``, ``"layer"``, ...).
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._parts: dict[str, T] = {}
+
+    def register(self, name: str, part: T | None = None) -> Any:
+        """Register ``part`` under ``name``; without ``part``, a class/function decorator."""
+        if part is None:
+            def decorator(obj: T) -> T:
+                self.register(name, obj)
+                return obj
+
+            return decorator
+        if name in self._parts and self._parts[name] is not part:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._parts[name] = part
+        return part
+
+    def get(self, name: str) -> T:
+        try:
+            return self._parts[name]
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(name), list(self._parts), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown {self.kind} {name!r}{hint}; registered: {', '.join(self.names())}") from None
+
+    def names(self) -> list[str]:
+        return list(self._parts)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._parts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def items(self) -> list[tuple[str, T]]:
+        return list(self._parts.items())
+
+
+def options_of(part: Any) -> tuple[Option, ...]:
+    """The options a registered part declares (its ``options`` class attribute; none by default)."""
+    return tuple(getattr(part, "options", ()))
