@@ -1,0 +1,135 @@
+"""Any classification data set as a bandit (Showdown's Statlog, Adult, Covertype, Census are this)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask
+from steinrl.errors import ConfigError
+from steinrl.registry import Option
+
+__all__ = ["Classification"]
+
+
+def _parses_as_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.ndarray, np.ndarray]:
+    """``(features (N, d) float64, labels (N,))`` from a CSV file; bad files raise :class:`ConfigError`.
+
+    The first row is a header when one of its feature fields is not a number, or when its
+    class is not a number while all the other classes are.
+    """
+    try:
+        with open(path, newline="") as file:
+            rows = [row for row in csv.reader(file) if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ConfigError(f"cannot read classification data {path!r}: {error}") from None
+    if not rows:
+        raise ConfigError(f"classification data {path!r} is empty")
+    width = len(rows[0])
+    ragged = next((line for line, row in enumerate(rows, start=1) if len(row) != width), None)
+    if ragged is not None:
+        raise ConfigError(f"{path}: line {ragged} has {len(rows[ragged - 1])} fields, line 1 has {width}")
+    if width < 2:
+        raise ConfigError(f"{path}: needs at least one feature column and a class column")
+    table = np.char.strip(np.array(rows, dtype=str))
+    if isinstance(target_column, str):
+        names = [str(name) for name in table[0]]
+        if target_column not in names:
+            raise ConfigError(f"{path}: no column named {target_column!r}; the first row is {names}")
+        target, header = names.index(target_column), True
+    else:
+        if not -width <= target_column < width:
+            raise ConfigError(f"{path}: target_column {target_column} is out of range for {width} columns")
+        target = target_column % width
+        feature_fields = np.delete(table[0], target)
+        other_classes_numeric = all(_parses_as_float(value) for value in table[1:, target])
+        header = (not all(_parses_as_float(value) for value in feature_fields)
+                  or (other_classes_numeric and len(table) > 1 and not _parses_as_float(table[0, target])))
+    names = [str(name) for name in table[0]] if header else [f"column {j}" for j in range(width)]
+    body = table[1:] if header else table
+    if len(body) == 0:
+        raise ConfigError(f"{path}: no data rows")
+    features = np.empty((len(body), width - 1))
+    for slot, column in enumerate(j for j in range(width) if j != target):
+        try:
+            features[:, slot] = body[:, column].astype(np.float64)
+        except ValueError:
+            line = next(i for i, value in enumerate(body[:, column]) if not _parses_as_float(value))
+            raise ConfigError(f"{path}: feature column {names[column]!r} is not numeric (data row {line + 1}: "
+                              f"{str(body[line, column])!r}); encode categories and fill missing values first") from None
+    if not np.isfinite(features).all():
+        raise ConfigError(f"{path}: features hold NaN or infinite values")
+    return features, body[:, target]
+
+
+@BANDIT_TASKS.register("classification")
+class Classification(BanditTask):
+    """A classification data set as a bandit: arm = predicted class, reward 1 if right, else 0.
+
+    Reward is deterministic, so ``expected_rewards == rewards`` = the one-hot of the true class.
+    Features are standardised over the whole data set (a constant column is only centred).
+    Arms follow the sorted class values (numeric order when all classes are numbers).
+
+    :param features: ``(N, d)`` numeric features.
+    :param labels: ``(N,)`` class of each row (any values; at least two distinct).
+    :param replace: draw rows with replacement; ``False`` draws a random permutation (at most
+        one pass over the data, Showdown's shuffle-and-take).
+    """
+
+    name = "classification"
+    options = (
+        Option("path", (str, None), None, "CSV file: numeric feature columns and a class column, header optional."),
+        Option("target_column", (int, str), -1, "Class column: an index (negative: from the end) or a header name."),
+        Option("replace", bool, True, "Draw rows with replacement (false: one shuffled pass, as Showdown)."),
+    )
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray, *, replace: bool = True) -> None:
+        features = np.asarray(features, dtype=np.float64)
+        labels = np.asarray(labels)
+        if features.ndim != 2 or labels.shape != (len(features),):
+            raise ConfigError(f"classification needs features (N, d) and labels (N,), got {features.shape} and "
+                              f"{labels.shape}")
+        if labels.dtype.kind in "US" and all(_parses_as_float(value) for value in labels):
+            labels = labels.astype(np.float64)
+        self.classes, self.labels = np.unique(labels, return_inverse=True)
+        if len(self.classes) < 2:
+            raise ConfigError(f"classification needs at least two classes, got {list(self.classes)}")
+        scale = features.std(axis=0)
+        scale[scale == 0] = 1.0
+        self.table = ((features - features.mean(axis=0)) / scale).astype(np.float32)  # N d
+        self.path, self.target_column, self.replace = None, -1, replace
+        self.num_arms, self.context_dim = len(self.classes), features.shape[1]
+
+    @classmethod
+    def from_csv(cls, path: str, target_column: int | str = -1, replace: bool = True) -> "Classification":
+        """Read a CSV file (see the module's rules on headers); bad files raise :class:`ConfigError`."""
+        task = cls(*_read_classification_csv(str(path), target_column), replace=replace)
+        task.path, task.target_column = str(path), target_column
+        return task
+
+    @classmethod
+    def from_options(cls, path: str | None = None, target_column: int | str = -1,
+                     replace: bool = True) -> "Classification":
+        cls.check_options({"path": path, "target_column": target_column, "replace": replace})
+        if path is None:
+            raise ConfigError("bandit task 'classification' needs path: a CSV file of features and classes")
+        return cls.from_csv(path, target_column=target_column, replace=replace)
+
+    def sample(self, n: int, rng: np.random.Generator) -> BanditData:
+        if self.replace:
+            rows = rng.integers(0, len(self.table), size=n)
+        elif n <= len(self.table):
+            rows = rng.permutation(len(self.table))[:n]
+        else:
+            raise ConfigError(f"classification without replacement has only {len(self.table)} rows, asked for {n}")
+        expected_rewards = np.eye(self.num_arms)[self.labels[rows]]
+        return BanditData(contexts=self.table[rows], expected_rewards=expected_rewards, rewards=expected_rewards.copy())
