@@ -95,7 +95,8 @@ class NIGLinearRegression:
         rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
         n = len(design)
         if arms.shape != (n,) or rewards.shape != (n,):
-            raise ValueError(f"need one arm and one reward per row: {n} rows, {arms.shape} arms, {rewards.shape} rewards")
+            raise ValueError(f"need one arm and one reward per row: {n} rows, {arms.shape} arms, "
+                             f"{rewards.shape} rewards")
         if n and (arms.min() < 0 or arms.max() >= self.num_arms):
             raise ValueError(f"arms must be in 0..{self.num_arms - 1}, got {arms.min()}..{arms.max()}")
         arm_mask = np.eye(self.num_arms)[arms]  # n k

@@ -65,7 +65,8 @@ def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.nd
         except ValueError:
             line = next(i for i, value in enumerate(body[:, column]) if not _parses_as_float(value))
             raise ConfigError(f"{path}: feature column {names[column]!r} is not numeric (data row {line + 1}: "
-                              f"{str(body[line, column])!r}); encode categories and fill missing values first") from None
+                              f"{str(body[line, column])!r}); encode categories and fill missing values first"
+                              ) from None
     if not np.isfinite(features).all():
         raise ConfigError(f"{path}: features hold NaN or infinite values")
     return features, body[:, target]
@@ -81,6 +82,7 @@ class Classification(BanditTask):
 
     :param features: ``(N, d)`` numeric features.
     :param labels: ``(N,)`` class of each row (any values; at least two distinct).
+        Build from a CSV file with :meth:`from_csv` (what ``make_task("classification", path=...)`` does).
     :param replace: draw rows with replacement; ``False`` draws a random permutation (at most
         one pass over the data, Showdown's shuffle-and-take).
     """
@@ -105,13 +107,18 @@ class Classification(BanditTask):
             raise ConfigError(f"classification needs at least two classes, got {list(self.classes)}")
         scale = features.std(axis=0)
         scale[scale == 0] = 1.0
-        self.table = ((features - features.mean(axis=0)) / scale).astype(np.float32)  # N d
+        self.standardised_features = ((features - features.mean(axis=0)) / scale).astype(np.float32)  # N d
         self.path, self.target_column, self.replace = None, -1, replace
         self.num_arms, self.context_dim = len(self.classes), features.shape[1]
 
     @classmethod
     def from_csv(cls, path: str, target_column: int | str = -1, replace: bool = True) -> "Classification":
-        """Read a CSV file (see the module's rules on headers); bad files raise :class:`ConfigError`."""
+        """Read a CSV file: one row per example, numeric features, the class in ``target_column``.
+
+        The first row is taken as a header when one of its feature fields is not a number, or when
+        its class is not a number while all other classes are. A missing or unreadable file, ragged
+        rows, or a non-numeric / missing feature value raise :class:`ConfigError`.
+        """
         task = cls(*_read_classification_csv(str(path), target_column), replace=replace)
         task.path, task.target_column = str(path), target_column
         return task
@@ -125,11 +132,13 @@ class Classification(BanditTask):
         return cls.from_csv(path, target_column=target_column, replace=replace)
 
     def sample(self, n: int, rng: np.random.Generator) -> BanditData:
+        num_rows = len(self.standardised_features)
         if self.replace:
-            rows = rng.integers(0, len(self.table), size=n)
-        elif n <= len(self.table):
-            rows = rng.permutation(len(self.table))[:n]
+            rows = rng.integers(0, num_rows, size=n)
+        elif n <= num_rows:
+            rows = rng.permutation(num_rows)[:n]
         else:
-            raise ConfigError(f"classification without replacement has only {len(self.table)} rows, asked for {n}")
+            raise ConfigError(f"classification without replacement has only {num_rows} rows, asked for {n}")
         expected_rewards = np.eye(self.num_arms)[self.labels[rows]]
-        return BanditData(contexts=self.table[rows], expected_rewards=expected_rewards, rewards=expected_rewards.copy())
+        return BanditData(contexts=self.standardised_features[rows], expected_rewards=expected_rewards,
+                          rewards=expected_rewards.copy())

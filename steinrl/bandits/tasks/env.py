@@ -16,9 +16,10 @@ class BanditEnv(gym.Env):
     """One round per step of a :class:`BanditTask`, as a Gymnasium environment.
 
     Observation: the context, ``Box(context_dim)`` float32 within the task's ``context_bounds``.
-    Action: the arm, ``Discrete(k)``. ``reset`` returns the first context and info ``{"expected_rewards" (k,), "optimal_arm"}``
-    for it; ``step(arm)`` returns the next context, the sampled reward of ``arm``,
-    ``terminated=False``, ``truncated`` once ``horizon`` rounds were played, and info
+    Action: the arm, ``Discrete(k)``. ``reset`` returns the first context and info
+    ``{"expected_rewards" (k,), "optimal_arm"}`` for it; ``step(arm)`` returns the next context,
+    the sampled reward of ``arm``, ``terminated=False``, ``truncated`` once ``horizon`` rounds
+    were played, and info
     ``{"expected_rewards" (k,), "optimal_arm", "regret"}`` about the round just played.
     :attr:`expected_rewards` gives those of the context now awaiting an arm (for oracles).
     Rounds are drawn from ``self.np_random``, so ``reset(seed=s)`` replays the same rounds.
