@@ -1,8 +1,10 @@
 """Vectorized Gymnasium versions of rllab's Box2D control tasks (see README).
 
 ``import steinrl.envs`` registers ``steinrl/Cartpole-v0``, ``steinrl/CartpoleSwingUp-v0`` and
-``steinrl/DoublePendulum-v0`` with Gymnasium, each with a single-env ``entry_point``
-and a numpy ``vector_entry_point``::
+``steinrl/DoublePendulum-v0`` (exact physics), and ``steinrl/CartpoleRllab-v0`` and
+``steinrl/CartpoleSwingUpRllab-v0`` (with rllab's Box2D damping, for comparisons with the
+papers) with Gymnasium, each with a single-env ``entry_point`` and a numpy
+``vector_entry_point``::
 
     import steinrl.envs as envs
     vec = envs.make_vec("CartpoleSwingUp", num_envs=160)   # or any Gymnasium id
@@ -14,6 +16,12 @@ from .cartpole import (
     CartpoleSwingUpEnv,
     CartpoleSwingUpVectorEnv,
     CartpoleVectorEnv,
+)
+from .cartpole_rllab import (
+    CartpoleRllabEnv,
+    CartpoleRllabVectorEnv,
+    CartpoleSwingUpRllabEnv,
+    CartpoleSwingUpRllabVectorEnv,
 )
 from .double_pendulum import DoublePendulumEnv, DoublePendulumVectorEnv
 from .registration import (
@@ -28,7 +36,11 @@ from .registration import (
 __all__ = [
     "SHORT_NAMES",
     "CartpoleEnv",
+    "CartpoleRllabEnv",
+    "CartpoleRllabVectorEnv",
     "CartpoleSwingUpEnv",
+    "CartpoleSwingUpRllabEnv",
+    "CartpoleSwingUpRllabVectorEnv",
     "CartpoleSwingUpVectorEnv",
     "CartpoleVectorEnv",
     "DoublePendulumEnv",

@@ -17,7 +17,10 @@ solved in closed form (Cramer's rule, ``det = (M + m) I_p − h² cos² θ > 0``
 and integrated with semi-implicit Euler (Box2D's integrator): velocities first, then
 positions with the new velocities, ``dt = 0.05 s``. Like Box2D, the velocities are
 capped at 2 m and π/2 rad of motion per step (40 m/s, 31.4 rad/s), which only matters
-far outside the tasks' normal range and keeps the state finite.
+far outside the tasks' normal range and keeps the state finite. An optional joint
+damping torque ``−b θ̇³`` on the pole (``joint_damping = b``, default 0: exact physics) adds
+``−b θ̇³`` to the right-hand side of the ``θ`` equation; the rllab-compatible tasks of
+:mod:`steinrl.envs.cartpole_rllab` use it to reproduce Box2D's numerical damping.
 
 Tasks (DESIGN.md section 3):
 
@@ -77,6 +80,8 @@ class CartPolePhysics:
 
     :param num_envs: batch size ``n``.
     :param dt: integration step in s.
+    :param joint_damping: ``b`` of the joint damping torque ``−b θ̇³`` on the pole, N m s³
+        (0: none, the exact equations).
     The other parameters are the physical constants above (SI units).
     """
 
@@ -89,9 +94,11 @@ class CartPolePhysics:
         pole_mass: float = POLE_MASS,
         pole_length: float = POLE_LENGTH,
         pole_inertia_com: float = POLE_INERTIA_COM,
+        joint_damping: float = 0.0,
     ) -> None:
         n = int(num_envs)
         self.dt = dt  # s
+        self.joint_damping = float(joint_damping)  # b, N m s³
         self.total_mass = cart_mass + pole_mass  # M + m, kg
         self.half_ml = pole_mass * pole_length / 2.0  # h = m l/2, kg m
         self.pivot_inertia = pole_inertia_com + pole_mass * pole_length**2 / 4.0  # I_p, kg m²
@@ -107,6 +114,15 @@ class CartPolePhysics:
         self._rhs = np.empty((2, n))  # [F − h sin θ θ̇², h g sin θ]: N, N m
         self._acc = np.empty((2, n))
         self._tmp = np.empty((2, n))
+        self._damping = np.empty(n)
+
+    def damping_torque(self, theta_dot: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Joint damping torque magnitude ``b θ̇³`` (N m) for ``theta_dot`` ``(n,)`` in rad/s,
+        written into ``out`` ``(n,)``; the step subtracts it from the ``θ`` equation."""
+        np.multiply(theta_dot, theta_dot, out=out)
+        out *= theta_dot
+        out *= self.joint_damping
+        return out
 
     def step(self, state: np.ndarray, force: np.ndarray) -> None:
         """Advance ``state`` ``(4, n)`` rows ``[x, ẋ, θ, θ̇]`` (m, m/s, rad, rad/s) by ``dt``
@@ -131,8 +147,10 @@ class CartPolePhysics:
         rhs[0] *= sin_theta
         rhs[0] *= -h
         rhs[0] += force
-        # rhs[1] = h g sin θ, N m
+        # rhs[1] = h g sin θ (− b θ̇³ with joint damping), N m
         np.multiply(sin_theta, h * g, out=rhs[1])
+        if self.joint_damping:
+            rhs[1] -= self.damping_torque(theta_dot, out=self._damping)
 
         # dt·[ẍ, θ̈] = dt/det · ([I_p, M + m] ⊙ rhs + h cos θ · [rhs[1], rhs[0]])
         dv = np.multiply(rhs, self._adj_diag, out=self._acc)
@@ -155,11 +173,13 @@ class CartpoleTask(BatchedTask):
     max_action_effort = MAX_FORCE
     control_dt = DT
     track_half_width = X_THRESHOLD  # m, for rendering
+    #: ``b`` of the joint damping torque ``−b θ̇³``, N m s³ (0: exact physics).
+    joint_damping: float = 0.0
 
     def __init__(self, num_envs: int) -> None:
         super().__init__(num_envs)
         n = self.num_envs
-        self.physics = CartPolePhysics(n)
+        self.physics = CartPolePhysics(n, joint_damping=self.joint_damping)
         self._limits = np.array([[X_THRESHOLD], [THETA_THRESHOLD]])
         self._abs_q = np.empty((2, n))
         self._out = np.empty((2, n), dtype=bool)

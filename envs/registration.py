@@ -12,6 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from steinrl.errors import ConfigError
+
 from .core import DEFAULT_MAX_EPISODE_STEPS, NO_STEP_LIMIT
 
 NAMESPACE = "steinrl"
@@ -21,6 +23,8 @@ SHORT_NAMES: dict[str, str] = {
     "Cartpole": f"{NAMESPACE}/Cartpole-v0",
     "CartpoleSwingUp": f"{NAMESPACE}/CartpoleSwingUp-v0",
     "DoublePendulum": f"{NAMESPACE}/DoublePendulum-v0",
+    "CartpoleRllab": f"{NAMESPACE}/CartpoleRllab-v0",
+    "CartpoleSwingUpRllab": f"{NAMESPACE}/CartpoleSwingUpRllab-v0",
 }
 
 _ENTRY_POINTS: dict[str, tuple[str, str]] = {
@@ -30,16 +34,24 @@ _ENTRY_POINTS: dict[str, tuple[str, str]] = {
         "steinrl.envs.double_pendulum:DoublePendulumEnv",
         "steinrl.envs.double_pendulum:DoublePendulumVectorEnv",
     ),
+    "CartpoleRllab": (
+        "steinrl.envs.cartpole_rllab:CartpoleRllabEnv",
+        "steinrl.envs.cartpole_rllab:CartpoleRllabVectorEnv",
+    ),
+    "CartpoleSwingUpRllab": (
+        "steinrl.envs.cartpole_rllab:CartpoleSwingUpRllabEnv",
+        "steinrl.envs.cartpole_rllab:CartpoleSwingUpRllabVectorEnv",
+    ),
 }
 
 
-class UnknownEnvError(ValueError):
+class UnknownEnvError(ConfigError):
     """Raised for an env name that is neither a steinrl short name / id nor a registered
     Gymnasium id."""
 
 
 def register_envs() -> None:
-    """Register the three tasks with Gymnasium (idempotent)."""
+    """Register the tasks of :data:`SHORT_NAMES` with Gymnasium (idempotent)."""
     for short, env_id in SHORT_NAMES.items():
         if env_id in gym.registry:
             continue

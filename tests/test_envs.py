@@ -16,7 +16,11 @@ import steinrl.envs as envs
 from steinrl.envs import (
     SHORT_NAMES,
     CartpoleEnv,
+    CartpoleRllabEnv,
+    CartpoleRllabVectorEnv,
     CartpoleSwingUpEnv,
+    CartpoleSwingUpRllabEnv,
+    CartpoleSwingUpRllabVectorEnv,
     CartpoleSwingUpVectorEnv,
     CartpoleVectorEnv,
     DoublePendulumEnv,
@@ -26,13 +30,21 @@ from steinrl.envs import (
     resolve_env_id,
 )
 
-SINGLE = {"Cartpole": CartpoleEnv, "CartpoleSwingUp": CartpoleSwingUpEnv, "DoublePendulum": DoublePendulumEnv}
+SINGLE = {
+    "Cartpole": CartpoleEnv,
+    "CartpoleSwingUp": CartpoleSwingUpEnv,
+    "DoublePendulum": DoublePendulumEnv,
+    "CartpoleRllab": CartpoleRllabEnv,
+    "CartpoleSwingUpRllab": CartpoleSwingUpRllabEnv,
+}
 VECTOR = {
     "Cartpole": CartpoleVectorEnv,
     "CartpoleSwingUp": CartpoleSwingUpVectorEnv,
     "DoublePendulum": DoublePendulumVectorEnv,
+    "CartpoleRllab": CartpoleRllabVectorEnv,
+    "CartpoleSwingUpRllab": CartpoleSwingUpRllabVectorEnv,
 }
-OBS_DIM = {"Cartpole": 4, "CartpoleSwingUp": 4, "DoublePendulum": 6}
+OBS_DIM = {"Cartpole": 4, "CartpoleSwingUp": 4, "DoublePendulum": 6, "CartpoleRllab": 4, "CartpoleSwingUpRllab": 4}
 NAMES = list(SHORT_NAMES)
 
 
@@ -57,6 +69,8 @@ def test_short_names_and_ids():
         "Cartpole": "steinrl/Cartpole-v0",
         "CartpoleSwingUp": "steinrl/CartpoleSwingUp-v0",
         "DoublePendulum": "steinrl/DoublePendulum-v0",
+        "CartpoleRllab": "steinrl/CartpoleRllab-v0",
+        "CartpoleSwingUpRllab": "steinrl/CartpoleSwingUpRllab-v0",
     }
     for name, env_id in SHORT_NAMES.items():
         assert env_id in gym.registry
