@@ -1,12 +1,10 @@
 #!/usr/bin/env python
 """Train a steinrl agent: ``python train.py --algo s2vgd-a2c --env CartpoleSwingUp``.
 
-See ``python train.py --help`` and the README for the flags.
+The same as ``steinrl train ...``; see ``python train.py --help`` and the README.
 """
 
-import sys
-
-from steinrl.run.cli import run_cli, train_main
+from steinrl.run.cli import script
 
 if __name__ == "__main__":
-    sys.exit(run_cli(train_main))
+    script("train", "train.py")

@@ -1,3 +1,47 @@
-"""steinrl: ensembles of policy particles trained by Stein variational policy gradient."""
+"""steinrl: ensembles of M particles moved by Stein variational gradient descent, with
+structured (Householder / Kronecker) weight priors, for policy gradient and beyond.
+
+The particle core (torch only) is imported eagerly::
+
+    from steinrl import SVGD, EnsembleMLP, GaussianPrior
+
+The run layer is imported on first use::
+
+    cfg = steinrl.load_config(algo="svgd-a2c", env="Cartpole", overrides={"iterations": 3})
+    trainer = steinrl.Trainer(cfg)          # no files, no directories
+    metrics = trainer.step()
+"""
+
+from typing import Any
 
 __version__ = "0.2.0"
+
+from steinrl.core import (  # noqa: E402
+    METHODS,
+    EnsembleMLP,
+    GaussianPrior,
+    InvGammaPrior,
+    JointGammaPrior,
+    LAYERS,
+    PRIORS,
+    SVGD,
+    UPDATES,
+    make_layer,
+    make_prior,
+    mlp_forward,
+    svgd_direction,
+)
+from steinrl.errors import ConfigError  # noqa: E402
+
+_LAZY = {"Trainer": "steinrl.run.trainer", "load_config": "steinrl.run.config", "Config": "steinrl.run.config"}
+
+__all__ = ["SVGD", "EnsembleMLP", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "LAYERS", "METHODS", "PRIORS",
+           "UPDATES", "make_layer", "make_prior", "mlp_forward", "svgd_direction", "ConfigError", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'steinrl' has no attribute {name!r}")

@@ -24,3 +24,25 @@ def run_script(script: str, *args: str, cwd: Path | None = None, timeout: float 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.run([sys.executable, str(ROOT / script), *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=env)
+
+
+#: Small batches for fast end-to-end runs (bare keys: each names one config section).
+TINY = {"particles": 3, "envs_per_particle": 2, "batch_size": 40, "horizon": 40, "iterations": 2,
+        "run.progress": False, "run.tensorboard": False}
+
+
+def tiny_config(algo="s2vgd-a2c", env="CartpoleSwingUp", **overrides):
+    """A resolved config of ``algo`` on ``env`` with :data:`TINY` batches (2 critic steps where there is a critic)."""
+    from steinrl.run.config import load_config
+
+    cfg = load_config(algo, env, {**TINY, **overrides})
+    if "critic" in cfg and not any(k.startswith("critic.") or k == "steps" for k in overrides):
+        cfg = cfg.replace({"critic.steps": 2})
+    return cfg
+
+
+def trained_run(root, algo="s2vgd-a2c", env="Cartpole", **overrides):
+    """Train a tiny run through the CLI's run loop into ``<root>/<env>/<algo>/r``; returns the run directory."""
+    from steinrl.run.cli import train
+
+    return train(tiny_config(algo, env, **{"run.logdir": str(root), "run.run_name": "r", **overrides}))

@@ -16,12 +16,15 @@ TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--algo", "svgd-ppo"], "unknown algo 'svgd-ppo'; valid algos: svgd-reinforce, svgd-a2c"),
+    (["--algo", "svgd-foo"], "unknown algo 'svgd-foo'; valid algos: svgd-reinforce, s2vgd-reinforce"),
     (["--env", "CartpoleSwingup"], "CartpoleSwingUp"),
     (["--set", "learning_rate=1e-3"], "unknown config key 'learning_rate' in the command line"),
-    (["--particles", "0"], "particles must be >= 1, got 0"),
-    (["--set", "lr=-0.1"], "lr must be a positive number, got -0.1"),
-    (["--set", "discount=yes"], "config key 'discount' in the command line must be float"),
+    (["--particles", "0"], "config key 'particles' in the command line must be >= 1, got 0"),
+    (["--set", "lr=1e-3"], "config key 'lr' in the command line is ambiguous; use one of update.lr, critic.lr"),
+    (["--set", "update.lr=-0.1"], "config key 'update.lr' in the command line must be > 0, got -0.1"),
+    (["--set", "discount=fast"], "config key 'estimator.discount' in the command line must be a number, got 'fast'"),
+    (["--set", "layer.K=1", "--algo", "svgd-a2c"], "unknown config key 'layer.K' in the command line"),
+    (["--set", "critic.steps=2", "--algo", "svgd-reinforce"], "unknown config section 'critic'"),
     (["--config", "does/not/exist.yaml"], "config file not found: does/not/exist.yaml"),
     (["--resume", "runs/nope"], "cannot resume: runs/nope has no config.yaml"),
     (["--device", "cuda:0"], "CUDA is not available"),
@@ -43,7 +46,7 @@ def test_train_user_errors_exit_2(tmp_path, monkeypatch, capsys, args, message):
 
 
 def test_user_error_from_the_real_script_has_no_traceback(tmp_path):
-    proc = run_script("train.py", "--algo", "svgd-ppo", "--logdir", str(tmp_path))
+    proc = run_script("train.py", "--algo", "svgd-foo", "--logdir", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: unknown algo") and "Traceback" not in proc.stderr
 

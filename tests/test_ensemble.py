@@ -20,7 +20,7 @@ REF_ACT = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "id
 
 def make(layer, layer_kwargs, activation="tanh", dtype=torch.float64, M=5):
     torch.manual_seed(0)
-    net = EnsembleMLP(M, 4, (25, 10), 3, activation=activation, layer=layer, layer_kwargs=layer_kwargs)
+    net = EnsembleMLP(M, 4, (25, 10), 3, activation=activation, layer=layer, layer_options=layer_kwargs)
     net = net.to(dtype)
     with torch.no_grad():  # non-zero biases so they are checked too
         for lyr in net.layers:

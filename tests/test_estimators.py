@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from steinrl.rl.returns import discounted_returns, gae, standardize
+from steinrl.rl.estimators.returns import discounted_returns, gae, standardize
 
 
 def test_returns_to_go_by_hand():
@@ -64,7 +64,7 @@ def test_standardize_per_particle_ignores_masked_entries():
 
 
 def test_explained_variance_per_particle_over_valid_steps():
-    from steinrl.rl.critics import explained_variance
+    from steinrl.rl.estimators.returns import explained_variance
 
     rng = np.random.default_rng(0)
     T, M, E = 7, 3, 2
@@ -84,6 +84,7 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     import torch
 
     from steinrl.rl.critics import LinearBaseline
+    from steinrl.rl.rollout import Samples
 
     rng = np.random.default_rng(1)
     M, B, d = 3, 50, 4
@@ -93,7 +94,9 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     returns = rng.normal(size=(M, B)) + obs[..., 0] - 0.01 * t
     mask = rng.random((M, B)) > 0.2
     base = LinearBaseline(M, d)
-    before = base.fit(torch.as_tensor(obs), torch.as_tensor(t), torch.as_tensor(returns), torch.as_tensor(mask))
+    samples = Samples(obs=torch.as_tensor(obs), actions=None, timestep=torch.as_tensor(t),
+                      mask=torch.as_tensor(mask, dtype=torch.float32), advantages=None, targets=torch.as_tensor(returns))
+    before = base.fit(samples, seed=0)
     assert before == pytest.approx(np.mean([np.mean(returns[m][mask[m]] ** 2) for m in range(M)]))
     pred = base(torch.as_tensor(obs), torch.as_tensor(t)).numpy()
     for m in range(M):  # rllab's LinearFeatureBaseline._features / fit, on particle m's valid samples

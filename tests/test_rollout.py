@@ -115,11 +115,12 @@ def test_numpy_actor_matches_torch_sample(space, activation, normalize):
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,))
     policy = EnsemblePolicy(4, obs_space, space, (7, 3), activation=activation, layer="householder",
-                            log_std_init=-0.5, normalize_obs=normalize)
+                            head_options={"log_std_init": -0.5}, normalize_obs=normalize)
+    discrete = isinstance(space, gym.spaces.Discrete)
     policy.obs_norm.update(torch.randn(100, 5) * 3 + 1)
     obs = torch.randn(6, 4, 2, 5)  # (T, M, E, obs_dim)
     gen = torch.Generator().manual_seed(1)
-    noise = policy.draw_noise((6, *policy.noise_shape(2)), policy.discrete, gen, "cpu")
+    noise = policy.head.draw_noise((6, 4, 2), gen, "cpu")
     with torch.no_grad():
         act = policy.actor(noise)
         det = policy.actor(None)
@@ -127,7 +128,7 @@ def test_numpy_actor_matches_torch_sample(space, activation, normalize):
             ref = policy.sample(obs[t], noise[t])
             got = act(obs[t].numpy(), t)
             assert got.shape == tuple(ref.shape)
-            if policy.discrete:
+            if discrete:
                 assert np.array_equal(got, ref.numpy())
             else:
                 np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)

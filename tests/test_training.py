@@ -1,101 +1,118 @@
-"""End-to-end training: every algorithm x task, determinism, resume, NaN handling."""
+"""End-to-end training through ``steinrl.Trainer``: every algorithm x task, determinism,
+step / save / restore, no side effects, non-finite values, Gymnasium ids."""
 
-import json
+import os
 
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_config, trained_run
 
+import steinrl
 from steinrl.rl.agent import NonFiniteError
-from steinrl.run.algos import ALGOS
+from steinrl.run.algos import algo_names
 from steinrl.run.checkpoint import load_checkpoint
-from steinrl.run.config import resolve_config
+from steinrl.run.config import load_config
 from steinrl.run.logger import read_metrics
-from steinrl.run.trainer import Trainer
-
-TINY = dict(particles=3, envs_per_particle=2, batch_size=40, horizon=40, value_steps=2, progress=False,
-            tensorboard=False)
 
 
-def tiny(tmp_path, **kw):
-    over = {**TINY, "logdir": str(tmp_path), "run_name": "run", "iterations": 2, **kw}
-    return resolve_config(over.pop("env", "CartpoleSwingUp"), overrides=over)
+def no_time(rows):
+    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
 
 
-def curve(run_dir):
-    """Per-iteration metrics without wall-clock entries."""
-    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in read_metrics(run_dir)]
+def run(cfg, n, keep_time=False):
+    trainer = steinrl.Trainer(cfg)
+    rows = [trainer.step() for _ in range(n)]
+    return trainer, rows if keep_time else no_time(rows)
 
 
 @pytest.mark.parametrize("env", ["Cartpole", "CartpoleSwingUp", "DoublePendulum"])
-@pytest.mark.parametrize("algo", ALGOS)
-def test_every_algo_runs_on_every_task(tmp_path, algo, env):
-    cfg = tiny(tmp_path, algo=algo, env=env)
-    run_dir = Trainer(cfg).train()
-    rows = read_metrics(run_dir)
-    assert [r["iteration"] for r in rows] == [0, 1]
+@pytest.mark.parametrize("algo", algo_names())
+def test_every_algo_runs_on_every_task(algo, env):
+    cfg = tiny_config(algo, env)
+    trainer, rows = run(cfg, 2, keep_time=True)
+    assert trainer.iteration == 2 and trainer.done
     for r in rows:
         assert np.isfinite(r["rollout/ep_rew_max_particle"])
-        assert r["time/steps_per_particle"] >= cfg.batch_size  # whole episodes: at least the batch
         assert np.isfinite(r["train/surrogate"]) and np.isfinite(r["train/log_prior"])
-        if algo.endswith("a2c"):
-            assert np.isfinite(r["train/value_loss"])
-    state = load_checkpoint(run_dir)
-    assert state["iteration"] == 2
+        assert ("train/value_loss" in r) == ("critic" in cfg)
+        assert np.isfinite(r.get("train/value_loss", 0.0))
+        # whole episodes: every particle collects at least its batch
+        assert r["time/steps_per_particle"] >= cfg.rollout.batch_size
 
 
-def test_particles_move_and_svgd_differs_from_independent(tmp_path):
+def test_particles_move_and_svgd_differs_from_independent():
     params = {}
     for algo in ("svgd-reinforce", "independent-reinforce"):
-        cfg = tiny(tmp_path / algo, algo=algo, env="Cartpole", iterations=3)
-        torch.manual_seed(0)
-        trainer = Trainer(cfg)
-        before = [p.detach().clone() for p in trainer.agent.policy.particle_parameters()]
-        trainer.train()
-        after = trainer.agent.policy.particle_parameters()
+        trainer = steinrl.Trainer(tiny_config(algo, "Cartpole", iterations=3))
+        before = [p.detach().clone() for p in trainer.job.agent.policy.particle_parameters()]
+        for _ in range(3):
+            trainer.step()
+        after = trainer.job.agent.policy.particle_parameters()
         assert any(not torch.equal(a, b) for a, b in zip(after, before))
         params[algo] = torch.cat([p.detach().flatten() for p in after])
     # same seed, same init: only the kernel coupling differs
     assert not torch.allclose(params["svgd-reinforce"], params["independent-reinforce"])
 
 
-def test_same_seed_same_numbers(tmp_path):
-    a = Trainer(tiny(tmp_path / "a", algo="s2vgd-a2c", iterations=3)).train()
-    b = Trainer(tiny(tmp_path / "b", algo="s2vgd-a2c", iterations=3)).train()
-    c = Trainer(tiny(tmp_path / "c", algo="s2vgd-a2c", iterations=3, seed=1)).train()
-    assert curve(a) == curve(b)
-    assert curve(a) != curve(c)
-    pa, pb = load_checkpoint(a)["agent"]["policy"], load_checkpoint(b)["agent"]["policy"]
-    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+def test_same_seed_same_numbers():
+    _, a = run(tiny_config(iterations=3), 3)
+    _, b = run(tiny_config(iterations=3), 3)
+    _, c = run(tiny_config(iterations=3, seed=1), 3)
+    assert a == b
+    assert a != c
 
 
 @pytest.mark.parametrize("algo,extra", [
     ("s2vgd-a2c", {}),
     ("kron-reinforce", {}),
-    ("svgd-a2c", {"critic": "linear", "log_std_in_kernel": True, "proximal_weight": 0.1}),  # non-default paths
+    ("svgd-ppo", {"estimator.epochs": 2}),
+    ("svgd-a2c", {"critic.name": "linear", "policy.log_std_in_kernel": True, "update.proximal_weight": 0.1}),
+    ("svgd-a2c", {"prior.name": "joint"}),
 ])
-def test_resume_gives_the_same_curve(tmp_path, algo, extra):
-    full = Trainer(tiny(tmp_path / "full", algo=algo, iterations=4, **extra)).train()
-    part_cfg = tiny(tmp_path / "part", algo=algo, iterations=2, **extra)
-    part = Trainer(part_cfg).train()
-    # a stale row that a crashed process wrote after the checkpoint must not survive the resume
-    with open(part / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"iteration": 2, "rollout/ep_rew_mean": 1e9}) + "\n")
-    resumed = Trainer(None, resume=part, iterations=4).train()
-    assert resumed == part
-    assert curve(full) == curve(part)
-    sf, sp = load_checkpoint(full)["agent"], load_checkpoint(part)["agent"]
-    for key in sf["policy"]:
-        assert torch.equal(sf["policy"][key], sp["policy"][key])
-    if extra:
-        assert torch.equal(sf["value"]["coeffs"], sp["value"]["coeffs"])
-        assert "log_std_opt" not in sf and "value_opt" not in sf and "prev_theta" in sf["svgd"]
+def test_step_save_restore_equals_stepping_on(tmp_path, algo, extra):
+    cfg = tiny_config(algo, iterations=4, **extra)
+    _, straight = run(cfg, 4)
+    first = steinrl.Trainer(cfg)
+    head = no_time([first.step() for _ in range(2)])
+    first.save(tmp_path / "ckpt.pt")
+    second = steinrl.Trainer(cfg)
+    second.restore(tmp_path / "ckpt.pt")
+    assert second.iteration == 2
+    tail = no_time([second.step() for _ in range(2)])
+    assert head + tail == straight
+    state = load_checkpoint(tmp_path / "ckpt.pt")
+    if "critic.name" in extra:
+        assert "coeffs" in state["job"]["agent"]["critic"]["module"] and "prev_theta" in state["job"]["agent"]["svgd"]
+        assert "own_opt" not in state["job"]["agent"]  # the log-std is in the kernel
 
 
-def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
-    cfg = tiny(tmp_path, algo="svgd-reinforce", iterations=5, checkpoint_every=1)
-    trainer = Trainer(cfg)
-    envs, agent = trainer.sampler.envs, trainer.agent
+def test_trainer_has_no_side_effects(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("svgd-a2c", "Cartpole", {"particles": 2, "batch_size": 30, "horizon": 30,
+                                                 "envs_per_particle": 2, "run.logdir": str(tmp_path / "runs")})
+    trainer = steinrl.Trainer(cfg)
+    metrics = trainer.step()
+    assert all(isinstance(v, float) for v in metrics.values()) and "rollout/ep_rew_mean" in metrics
+    assert os.listdir(tmp_path) == []
+
+
+def test_restore_refuses_a_checkpoint_of_another_config(tmp_path):
+    trainer = steinrl.Trainer(tiny_config())
+    trainer.step()
+    trainer.save(tmp_path / "c.pt")
+    other = steinrl.Trainer(tiny_config(particles=4))
+    with pytest.raises(steinrl.ConfigError, match="different config .*particles"):
+        other.restore(tmp_path / "c.pt")
+
+
+def test_nan_stops_naming_iteration_particle_quantity_and_keeps_checkpoint(tmp_path):
+    cfg = tiny_config("svgd-reinforce", iterations=5, **{"run.checkpoint_every": 1, "run.logdir": str(tmp_path),
+                                                          "run.run_name": "r"})
+    from steinrl.run.cli import _claim_new_run, run_training
+
+    trainer = steinrl.Trainer(cfg)
+    envs, agent = trainer.job.envs, trainer.job.agent
     real_step, real_collect = envs.step, agent.collect
     current = {"iteration": 0}
 
@@ -103,7 +120,7 @@ def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
         obs, rew, term, trunc, info = real_step(actions)
         if current["iteration"] == 2:
             rew = rew.copy()
-            rew[cfg.envs_per_particle * 1] = np.nan  # an env of particle 1
+            rew[cfg.rollout.envs_per_particle * 1] = np.nan  # an env of particle 1
         return obs, rew, term, trunc, info
 
     def collect(sampler, iteration):
@@ -112,29 +129,45 @@ def test_nan_stops_with_iteration_and_particle_and_keeps_checkpoint(tmp_path):
 
     envs.step, agent.collect = poisoned_step, collect
     with pytest.raises(NonFiniteError, match=r"iteration 2 in particle\(s\) \[1\]"):
-        trainer.train()
-    state = load_checkpoint(trainer.run_dir)
-    assert state["iteration"] == 2  # the last good checkpoint (after iterations 0 and 1)
-    for p in state["agent"]["policy"].values():
+        for _ in range(5):
+            trainer.step()
+    # through the CLI's run loop: exit 3, the last good checkpoint (iteration 2) is kept
+    trainer = steinrl.Trainer(cfg)
+    envs, agent = trainer.job.envs, trainer.job.agent
+    real_step, real_collect = envs.step, agent.collect
+    envs.step, agent.collect = poisoned_step, collect
+    run_dir = _claim_new_run(cfg)
+    assert run_training(trainer, run_dir) == 3
+    state = load_checkpoint(run_dir.path / "checkpoint.pt")
+    assert state["iteration"] == 2
+    for p in state["job"]["agent"]["policy"].values():
         assert torch.isfinite(p).all()
+    assert [r["iteration"] for r in read_metrics(run_dir.path)] == [0, 1]
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1", "InvertedDoublePendulum-v5"])
 def test_any_gymnasium_id_trains(tmp_path, env):
     if env.startswith("Inverted"):
         pytest.importorskip("mujoco", reason="needs the mujoco extra")
-    cfg = tiny(tmp_path, algo="s2vgd-a2c", env=env, normalize_obs=True)
-    assert cfg.horizon == 40  # the tiny override wins over configs/<env>.yaml
-    trainer = Trainer(cfg)
-    run_dir = trainer.train()
-    rows = read_metrics(run_dir)
-    assert len(rows) == 2 and all(np.isfinite(r["train/surrogate"]) for r in rows)
-    assert trainer.agent.policy.discrete == (env == "CartPole-v1")
+    cfg = tiny_config("s2vgd-a2c", env, **{"policy.normalize_obs": True})
+    assert cfg.rollout.horizon == 40  # the tiny override wins over configs/<env>.yaml
+    trainer, rows = run(cfg, 2)
+    assert all(np.isfinite(r["train/surrogate"]) for r in rows)
+    assert type(trainer.job.agent.policy.head).__name__ == ("CategoricalHead" if env == "CartPole-v1"
+                                                             else "GaussianHead")
     # observation statistics were collected and travel with the policy's state dict
-    state = load_checkpoint(run_dir)["agent"]["policy"]
+    state = trainer.state_dict()["job"]["agent"]["policy"]
     assert float(state["obs_norm.count"]) > 1.0
 
 
-def test_per_task_yaml_sets_gymnasium_horizon():
-    assert resolve_config("Pendulum-v1").horizon == 200
-    assert resolve_config("Cartpole").iterations == 100
+def test_per_task_yaml():
+    assert load_config(env="Pendulum-v1").rollout.horizon == 200
+    assert load_config(env="Cartpole").iterations == 100
+    assert load_config(env="Cartpole", overrides={"iterations": 7}).iterations == 7
+
+
+def test_a_run_directory_records_config_command_and_version(tmp_path):
+    run_dir = trained_run(tmp_path)
+    text = (run_dir / "config.yaml").read_text()
+    assert "steinrl_version" in text and "algo: s2vgd-a2c" in text and "run_name: r" in text
+    assert [r["iteration"] for r in read_metrics(run_dir)] == [0, 1]

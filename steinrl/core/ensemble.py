@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from steinrl.core.layers import StructuredLinear, make_layer
+from steinrl.core.priors import Prior
 
 __all__ = ["EnsembleMLP", "mlp_forward", "ACTIVATIONS"]
 
@@ -123,13 +124,17 @@ class EnsembleMLP(nn.Module):
     :param hidden: hidden layer sizes, e.g. ``(25, 10)``.
     :param out_dim: output size.
     :param activation: ``"tanh"``, ``"relu"``, ``"elu"`` or ``"identity"``.
-    :param layer: ``"gaussian"``, ``"householder"`` or ``"kronecker"`` (see
-        :mod:`steinrl.core.layers`).
-    :param layer_kwargs: extra options for every layer, e.g. ``{"K": 1}``.
+    :param layer: a registered layer family: ``"gaussian"``, ``"householder"`` or
+        ``"kronecker"`` (see :mod:`steinrl.core.layers`).
+    :param layer_options: the family's options for every layer, e.g. ``{"K": 1}``.
     :param output_gain: init gain of the output layer (e.g. 0.01 for a policy head);
         hidden layers use 1.0 for tanh/identity and √2 for relu/elu.
     :param init: ``"glorot"`` (default; Var W = gain²·2/(in+out), the SVPG code's
         Glorot init) or ``"lecun"`` (Var W = gain²/in).
+    :param generator: draws the initial parameters (layer by layer, in order); None uses
+        torch's global generator.
+    :param device: where the parameters live.
+    :param dtype: their dtype (default: torch's default float).
     """
 
     def __init__(
@@ -141,9 +146,12 @@ class EnsembleMLP(nn.Module):
         *,
         activation: str = "tanh",
         layer: str = "gaussian",
-        layer_kwargs: dict | None = None,
+        layer_options: dict | None = None,
         output_gain: float = 1.0,
         init: str = "glorot",
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         _check_activation(activation)
@@ -156,13 +164,14 @@ class EnsembleMLP(nn.Module):
         self.activation = activation
         self.layer_type = layer
         sizes = (self.in_dim, *self.hidden, self.out_dim)
-        kwargs = dict(layer_kwargs or {})
+        options = dict(layer_options or {})
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             gain = output_gain if i == len(sizes) - 2 else _HIDDEN_GAIN[activation]
             if init == "glorot":  # Var W = gain² · 2 / (in + out) (Glorot & Bengio), as the SVPG code
                 gain *= math.sqrt(2.0 * n_in / (n_in + n_out))
-            layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, **kwargs))
+            layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, generator=generator,
+                                     device=device, dtype=dtype, **options))
         self.layers: nn.ModuleList = nn.ModuleList(layers)
 
     def dense(self) -> Dense:
@@ -183,9 +192,13 @@ class EnsembleMLP(nn.Module):
             dense = self.dense()
         return mlp_forward(dense, x, self.activation)
 
-    def log_prior(self, prior) -> Tensor:
-        """Sum of every layer's log prior, ``(M,)``."""
-        return sum(layer.log_prior(prior) for layer in self.layers)  # type: ignore[return-value]
+    def prior_groups(self) -> dict[str, Tensor]:
+        """Every layer's prior groups, named ``"<layer index>.<group>"`` -> ``(M, n)``."""
+        return {f"{i}.{name}": g for i, layer in enumerate(self.layers) for name, g in layer.param_groups().items()}
+
+    def log_prior(self, prior: Prior) -> Tensor:
+        """log p(θ_i) of every particle's weights under ``prior``, ``(M,)``."""
+        return prior.log_prob(self.prior_groups())
 
     @torch.no_grad()
     def particle_module(self, i: int) -> nn.Sequential:

@@ -20,17 +20,24 @@ the prior (:meth:`StructuredLinear.param_groups`) follow eq. 14 of the S²VGD pa
 
 from __future__ import annotations
 
-import inspect
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
+
+from steinrl.errors import ConfigError
+from steinrl.registry import Option, Registry, non_negative, options_of
+
+if TYPE_CHECKING:
+    from steinrl.core.priors import Prior
 
 __all__ = [
     "StructuredLinear",
     "DenseLinear",
     "HouseholderLinear",
     "KroneckerLinear",
+    "FactoredLinear",
     "LAYERS",
     "make_layer",
 ]
@@ -99,14 +106,9 @@ class StructuredLinear(nn.Module):
             groups["bias"] = self.bias
         return groups
 
-    def log_prior(self, prior) -> Tensor:
-        """Sum over groups of ``prior.log_prob(group)``, shape ``(M,)``."""
-        total = None
-        for group in self.param_groups().values():
-            lp = prior.log_prob(group)
-            total = lp if total is None else total + lp
-        assert total is not None
-        return total
+    def log_prior(self, prior: "Prior") -> Tensor:
+        """``prior.log_prob`` of this layer's groups, shape ``(M,)``."""
+        return prior.log_prob(self.param_groups())
 
     def forward(self, x: Tensor) -> Tensor:
         """``(M, B, in) -> (M, B, out)``: one ``torch.baddbmm`` with :meth:`weight`."""
@@ -161,7 +163,53 @@ class DenseLinear(StructuredLinear):
         return self._bias_group({"weight": self.W.reshape(self.num_particles, -1)})
 
 
-class HouseholderLinear(StructuredLinear):
+class FactoredLinear(StructuredLinear):
+    """Base of the matrix-variate layers W = L Λ1 C Λ2 Rᵀ (Householder and Kronecker).
+
+    Holds what both share: the core ``C (M, in, out)`` ~ N(0, gain²/in) and the diagonal
+    scales ``lambda_in (M, in)``, ``lambda_out (M, out)`` initialised to 1 — parameters,
+    or fixed buffers with ``scales=False`` (then Λ1 = Λ2 = I) — and
+    :meth:`scaled_core` = Λ1 C Λ2. Subclasses add the left / right factors.
+    """
+
+    def __init__(
+        self,
+        num_particles: int,
+        in_features: int,
+        out_features: int,
+        *,
+        bias: bool = True,
+        gain: float = 1.0,
+        scales: bool = True,
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(num_particles, in_features, out_features, bias=bias, device=device, dtype=dtype)
+        M, l1, l2 = num_particles, in_features, out_features
+        self.scales = bool(scales)
+        self.C = nn.Parameter(_randn(M, l1, l2, std=gain / math.sqrt(l1), generator=generator, device=device,
+                                     dtype=dtype))
+        for name, size in (("lambda_in", l1), ("lambda_out", l2)):
+            ones = torch.ones(M, size, device=device, dtype=dtype)
+            if self.scales:
+                setattr(self, name, nn.Parameter(ones))
+            else:
+                self.register_buffer(name, ones)
+
+    def scaled_core(self) -> Tensor:
+        """Λ1 C Λ2, ``(M, in, out)``."""
+        return self.lambda_in.unsqueeze(2) * self.C * self.lambda_out.unsqueeze(1)
+
+    def _core_groups(self) -> dict[str, Tensor]:
+        groups = {"C": self.C.reshape(self.num_particles, -1)}
+        if self.scales:
+            groups["lambda_in"] = self.lambda_in
+            groups["lambda_out"] = self.lambda_out
+        return groups
+
+
+class HouseholderLinear(FactoredLinear):
     """S²VGD layer (``"householder"``): W = P Λ1 C Λ2 Qᵀ.
 
     Parameters (per layer, all particle-major): ``C (M, in, out)``,
@@ -184,6 +232,11 @@ class HouseholderLinear(StructuredLinear):
     vector groups only when K > 0, the lambda groups only with ``scales``).
     """
 
+    options = (
+        Option("K", int, 1, "Householder reflections per side (0: P = Q = I, the VMG prior).", check=non_negative),
+        Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = P C Qᵀ)."),
+    )
+
     def __init__(
         self,
         num_particles: int,
@@ -198,25 +251,15 @@ class HouseholderLinear(StructuredLinear):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(num_particles, in_features, out_features, bias=bias, device=device, dtype=dtype)
         if K < 0 or int(K) != K:
             raise ValueError(f"K must be a non-negative integer, got {K}")
+        super().__init__(num_particles, in_features, out_features, bias=bias, gain=gain, scales=scales,
+                         generator=generator, device=device, dtype=dtype)
         self.K = int(K)
-        self.scales = bool(scales)
-        M, l1, l2 = num_particles, in_features, out_features
-        rnd = dict(generator=generator, device=device, dtype=dtype)
-        self.C = nn.Parameter(_randn(M, l1, l2, std=gain / math.sqrt(l1), **rnd))
-        lambda_in = torch.ones(M, l1, device=device, dtype=dtype)
-        lambda_out = torch.ones(M, l2, device=device, dtype=dtype)
-        if self.scales:
-            self.lambda_in = nn.Parameter(lambda_in)
-            self.lambda_out = nn.Parameter(lambda_out)
-        else:
-            self.register_buffer("lambda_in", lambda_in)
-            self.register_buffer("lambda_out", lambda_out)
+        rnd = dict(std=1.0, generator=generator, device=device, dtype=dtype)
         if self.K > 0:
-            self.v_in = nn.Parameter(_randn(M, self.K, l1, std=1.0, **rnd))
-            self.v_out = nn.Parameter(_randn(M, self.K, l2, std=1.0, **rnd))
+            self.v_in = nn.Parameter(_randn(num_particles, self.K, in_features, **rnd))
+            self.v_out = nn.Parameter(_randn(num_particles, self.K, out_features, **rnd))
         else:
             self.register_parameter("v_in", None)
             self.register_parameter("v_out", None)
@@ -228,8 +271,7 @@ class HouseholderLinear(StructuredLinear):
         return v / norm.clamp_min(torch.finfo(v.dtype).tiny)
 
     def weight(self) -> Tensor:
-        # X = Λ1 C Λ2                                            # M in out
-        x = self.lambda_in.unsqueeze(2) * self.C * self.lambda_out.unsqueeze(1)
+        x = self.scaled_core()  # M in out
         if self.K == 0:
             return x
         u_in = self._unit(self.v_in)  # M K in
@@ -247,21 +289,18 @@ class HouseholderLinear(StructuredLinear):
         return x  # M in out
 
     def param_groups(self) -> dict[str, Tensor]:
-        M = self.num_particles
-        groups = {"C": self.C.reshape(M, -1)}
+        groups = self._core_groups()
         if self.K > 0:
-            groups["v_in"] = self.v_in.reshape(M, -1)
-            groups["v_out"] = self.v_out.reshape(M, -1)
-        if self.scales:
-            groups["lambda_in"] = self.lambda_in
-            groups["lambda_out"] = self.lambda_out
+            M = self.num_particles
+            groups = {"C": groups.pop("C"), "v_in": self.v_in.reshape(M, -1), "v_out": self.v_out.reshape(M, -1),
+                      **groups}
         return self._bias_group(groups)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", K={self.K}, scales={self.scales}"
 
 
-class KroneckerLinear(StructuredLinear):
+class KroneckerLinear(FactoredLinear):
     """K-Linear layer (``"kronecker"``): W = A Λ1 C Λ2 Bᵀ, A and B unit-lower-triangular.
 
     Parameters: ``C (M, in, out)``, ``lambda_in (M, in)``, ``lambda_out (M, out)``,
@@ -277,6 +316,11 @@ class KroneckerLinear(StructuredLinear):
     the strictly-lower entries only, ``(M, in(in-1)/2)`` and ``(M, out(out-1)/2)``.
     """
 
+    options = (
+        Option("factor_std", float, 0.01, "Init std of the strictly-lower entries of the factors A, B.",
+               check=non_negative),
+    )
+
     def __init__(
         self,
         num_particles: int,
@@ -290,14 +334,12 @@ class KroneckerLinear(StructuredLinear):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__(num_particles, in_features, out_features, bias=bias, device=device, dtype=dtype)
+        super().__init__(num_particles, in_features, out_features, bias=bias, gain=gain, generator=generator,
+                         device=device, dtype=dtype)
         M, l1, l2 = num_particles, in_features, out_features
-        rnd = dict(generator=generator, device=device, dtype=dtype)
-        self.C = nn.Parameter(_randn(M, l1, l2, std=gain / math.sqrt(l1), **rnd))
-        self.lambda_in = nn.Parameter(torch.ones(M, l1, device=device, dtype=dtype))
-        self.lambda_out = nn.Parameter(torch.ones(M, l2, device=device, dtype=dtype))
-        self.A = nn.Parameter(torch.tril(_randn(M, l1, l1, std=factor_std, **rnd), -1))
-        self.B = nn.Parameter(torch.tril(_randn(M, l2, l2, std=factor_std, **rnd), -1))
+        rnd = dict(std=factor_std, generator=generator, device=device, dtype=dtype)
+        self.A = nn.Parameter(torch.tril(_randn(M, l1, l1, **rnd), -1))
+        self.B = nn.Parameter(torch.tril(_randn(M, l2, l2, **rnd), -1))
 
     @staticmethod
     def _unit_lower(a: Tensor) -> Tensor:
@@ -306,7 +348,7 @@ class KroneckerLinear(StructuredLinear):
         return torch.tril(a, -1) + torch.eye(n, device=a.device, dtype=a.dtype)
 
     def weight(self) -> Tensor:
-        x = self.lambda_in.unsqueeze(2) * self.C * self.lambda_out.unsqueeze(1)  # M in out
+        x = self.scaled_core()  # M in out
         a = self._unit_lower(self.A)  # M in in
         b = self._unit_lower(self.B)  # M out out
         return torch.bmm(torch.bmm(a, x), b.transpose(1, 2))  # M in out
@@ -318,21 +360,17 @@ class KroneckerLinear(StructuredLinear):
         return a[:, rows, cols]  # M n(n-1)/2
 
     def param_groups(self) -> dict[str, Tensor]:
-        groups = {
-            "C": self.C.reshape(self.num_particles, -1),
-            "A": self._strictly_lower(self.A),
-            "B": self._strictly_lower(self.B),
-            "lambda_in": self.lambda_in,
-            "lambda_out": self.lambda_out,
-        }
+        groups = self._core_groups()
+        groups = {"C": groups.pop("C"), "A": self._strictly_lower(self.A), "B": self._strictly_lower(self.B),
+                  **groups}
         return self._bias_group(groups)
 
 
-LAYERS: dict[str, type[StructuredLinear]] = {
-    "gaussian": DenseLinear,
-    "householder": HouseholderLinear,
-    "kronecker": KroneckerLinear,
-}
+#: Layer families by prior name; each class declares its own options (``options``).
+LAYERS: Registry[type[StructuredLinear]] = Registry("layer")
+LAYERS.register("gaussian", DenseLinear)
+LAYERS.register("householder", HouseholderLinear)
+LAYERS.register("kronecker", KroneckerLinear)
 
 
 def make_layer(
@@ -343,24 +381,21 @@ def make_layer(
     *,
     bias: bool = True,
     gain: float = 1.0,
-    **kwargs,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+    **options,
 ) -> StructuredLinear:
-    """Build a structured layer by name; ``kwargs`` are the layer's own options.
+    """Build a structured layer by name; ``options`` are the layer's declared options.
 
-    ``"householder"`` takes ``K``; ``"kronecker"`` takes ``factor_std``; all take
-    ``generator``, ``device``, ``dtype``. An unknown name raises ValueError, an option
-    the layer does not take raises TypeError naming the accepted ones.
+    ``"householder"`` takes ``K`` and ``scales``; ``"kronecker"`` takes ``factor_std``.
+    An unknown name or option raises :class:`~steinrl.errors.ConfigError` naming the
+    registered names / the layer's options.
     """
-    try:
-        cls = LAYERS[name]
-    except KeyError:
-        raise ValueError(f"unknown layer {name!r}; valid names: {sorted(LAYERS)}") from None
-    accepted = [
-        p.name
-        for p in inspect.signature(cls.__init__).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in ("bias", "gain")
-    ]
-    unknown = sorted(set(kwargs) - set(accepted))
+    cls = LAYERS.get(name)
+    accepted = [o.name for o in options_of(cls)]
+    unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise TypeError(f"layer {name!r} does not take {unknown}; its options are {accepted}")
-    return cls(num_particles, in_features, out_features, bias=bias, gain=gain, **kwargs)
+        raise ConfigError(f"layer {name!r} does not take {unknown}; its options are {accepted}")
+    return cls(num_particles, in_features, out_features, bias=bias, gain=gain, generator=generator, device=device,
+               dtype=dtype, **options)

@@ -1,25 +1,35 @@
-"""Priors over groups of particle parameters (S²VGD paper, eq. 14).
+"""Priors over groups of particle parameters (S²VGD paper, eq. 14; DESIGN.md section 9).
 
-Every prior scores a *group* of parameters per particle: ``log_prob(x)`` takes
-``x`` of shape ``(M, n)`` (M particles, n entries in the group) and returns the
-log density of each particle's group, shape ``(M,)``. A structured layer sums
-these over its groups (see :meth:`steinrl.core.layers.StructuredLinear.log_prior`).
+A model exposes its parameters as named *groups* (``{"0.C": (M, n), "0.bias": (M, n'), ...}``,
+see :meth:`steinrl.core.ensemble.EnsembleMLP.prior_groups`). A prior scores all groups of
+every particle at once: ``prior.log_prob(groups) -> (M,)``.
 
-- :class:`GaussianPrior`: entries i.i.d. N(0, variance) with the variance fixed
+- :class:`GaussianPrior` (``gaussian``): entries i.i.d. N(0, variance), the variance fixed
   (the papers' RL setting uses 0.01).
-- :class:`InvGammaPrior`: the hierarchical prior of eq. 14 — the group's variance
-  s² ~ Inv-Gamma(a, b), entries | s² ~ N(0, s²) — with s² integrated out in
-  closed form (a multivariate Student-t). There are no learned log-variances.
+- :class:`InvGammaPrior` (``invgamma``): the hierarchical prior of eq. 14 — each group's
+  variance s² ~ Inv-Gamma(a, b), entries | s² ~ N(0, s²) — with s² integrated out in
+  closed form (a multivariate Student-t per group). Nothing is learned.
+- :class:`JointGammaPrior` (``joint``): the same hierarchy kept *joint*, as the S²VGD
+  paper's regression experiments do: each group's precision λ_g ~ Gamma(a, rate b) is a
+  per-particle parameter, stored as log λ_g in ``log_precision (M, G)``, which joins the
+  SVGD particle vector (:meth:`Prior.particle_parameters`).
+
+Priors are :class:`torch.nn.Module` so that learned hyper-parameters travel with
+``state_dict``; the fixed ones hold no parameters.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["GaussianPrior", "InvGammaPrior", "PRIORS", "make_prior"]
+from steinrl.errors import ConfigError
+from steinrl.registry import Option, Registry, options_of, positive
+
+__all__ = ["Prior", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "PRIORS", "make_prior"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -29,33 +39,62 @@ def _check_group(x: Tensor) -> None:
         raise ValueError(f"a prior group must have shape (M, n), got {tuple(x.shape)}")
 
 
-class GaussianPrior:
+class Prior(nn.Module):
+    """Base class: a log density over a model's named parameter groups.
+
+    Subclasses with independent groups implement :meth:`log_prob_group`; the default
+    :meth:`log_prob` sums it over the groups.
+    """
+
+    def log_prob_group(self, x: Tensor) -> Tensor:
+        """log p of one group ``x (M, n)`` per particle, ``(M,)``."""
+        raise NotImplementedError
+
+    def log_prob(self, groups: Mapping[str, Tensor]) -> Tensor:
+        """Sum of the log densities of all ``groups`` (name -> ``(M, n)``), ``(M,)``."""
+        total = None
+        for x in groups.values():
+            lp = self.log_prob_group(x)
+            total = lp if total is None else total + lp
+        if total is None:
+            raise ValueError("a prior needs at least one parameter group")
+        return total
+
+    def particle_parameters(self) -> list[nn.Parameter]:
+        """Learned per-particle hyper-parameters (leading dim M) that join the SVGD particles."""
+        return list(self.parameters())
+
+
+class GaussianPrior(Prior):
     """Isotropic Gaussian prior N(0, variance·I) on each group.
 
     :param variance: the fixed prior variance σ² (> 0); 0.01 in the papers' RL runs.
     """
 
+    options = (Option("variance", float, 0.01, "Variance of the zero-mean Gaussian prior.", check=positive),)
+
     def __init__(self, variance: float = 0.01) -> None:
+        super().__init__()
         if not variance > 0:
             raise ValueError(f"variance must be > 0, got {variance}")
         self.variance = float(variance)
 
-    def log_prob(self, x: Tensor) -> Tensor:
-        """Full log density (normalising constant included).
-
-        :param x: ``(M, n)`` one group of n entries per particle.
-        :return: ``(M,)`` log N(x; 0, σ²I) = −n/2·log(2πσ²) − ‖x‖²/(2σ²).
-        """
+    def log_prob_group(self, x: Tensor) -> Tensor:
+        """log N(x; 0, σ²I) = −n/2·log(2πσ²) − ‖x‖²/(2σ²), ``(M,)`` for ``x (M, n)``."""
         _check_group(x)
         n = x.shape[1]
         sq_norm = x.square().sum(dim=1)  # M
         return -0.5 * n * (_LOG_2PI + math.log(self.variance)) - 0.5 * sq_norm / self.variance
 
-    def __repr__(self) -> str:
-        return f"GaussianPrior(variance={self.variance})"
+    def extra_repr(self) -> str:
+        return f"variance={self.variance}"
 
 
-class InvGammaPrior:
+_A = Option("a", float, 1.0, "Shape a of the hyper-prior on each group's variance / precision.", check=positive)
+_B = Option("b", float, 0.1, "Scale (Inv-Gamma) / rate (Gamma) b of the hyper-prior.", check=positive)
+
+
+class InvGammaPrior(Prior):
     """Hierarchical Gaussian prior with an Inv-Gamma(a, b) group variance, marginalised.
 
     Model (S²VGD paper, eq. 14): s² ~ Inv-Gamma(a, b); x_k | s² ~ N(0, s²) for the n
@@ -65,25 +104,21 @@ class InvGammaPrior:
         log p(x) = lgamma(a + n/2) − lgamma(a) + a·log b − (n/2)·log(2π)
                    − (a + n/2)·log(b + ‖x‖²/2)
 
-    This is the closed-form marginal: no per-group log-variances are learned or
-    sampled, so the group's scale adapts to its own entries through ‖x‖.
-
     :param a: Inv-Gamma shape (> 0); 1.0 in the paper.
     :param b: Inv-Gamma scale (> 0); 0.1 in the paper.
     """
 
+    options = (_A, _B)
+
     def __init__(self, a: float = 1.0, b: float = 0.1) -> None:
+        super().__init__()
         if not (a > 0 and b > 0):
             raise ValueError(f"a and b must be > 0, got a={a}, b={b}")
         self.a = float(a)
         self.b = float(b)
 
-    def log_prob(self, x: Tensor) -> Tensor:
-        """Marginal log density of each particle's group.
-
-        :param x: ``(M, n)`` one group of n entries per particle.
-        :return: ``(M,)`` the closed-form log p(x) above.
-        """
+    def log_prob_group(self, x: Tensor) -> Tensor:
+        """The closed-form marginal above, ``(M,)`` for ``x (M, n)``."""
         _check_group(x)
         n = x.shape[1]
         a, b = self.a, self.b
@@ -91,17 +126,76 @@ class InvGammaPrior:
         sq_norm = x.square().sum(dim=1)  # M
         return const - (a + 0.5 * n) * torch.log(b + 0.5 * sq_norm)
 
-    def __repr__(self) -> str:
-        return f"InvGammaPrior(a={self.a}, b={self.b})"
+    def extra_repr(self) -> str:
+        return f"a={self.a}, b={self.b}"
 
 
-PRIORS = {"gaussian": GaussianPrior, "invgamma": InvGammaPrior}
+class JointGammaPrior(Prior):
+    """Hierarchical prior with a learned per-particle precision per group (joint, not marginalised).
+
+    For group g with n_g entries: λ_g ~ Gamma(a, rate b), x | λ_g ~ N(0, λ_g⁻¹ I). The
+    parameter is u_g = log λ_g (so the density of u carries the Jacobian λ_g)::
+
+        log p(x, u) = Σ_g [ (n_g/2)(u_g − log 2π) − e^{u_g} ‖x_g‖²/2
+                            + a·log b − lgamma(a) + a·u_g − b·e^{u_g} ]
+
+    :param groups: name -> number of entries of every group the prior will score (fixes G
+        and the column of each group in ``log_precision``).
+    :param num_particles: M.
+    :param a: Gamma shape (> 0).
+    :param b: Gamma rate (> 0).
+    :param init_precision: initial λ of every group (default: the prior mean a / b).
+    """
+
+    options = (_A, _B)
+
+    def __init__(self, groups: Mapping[str, int], num_particles: int, a: float = 1.0, b: float = 0.1,
+                 init_precision: float | None = None) -> None:
+        super().__init__()
+        if not (a > 0 and b > 0):
+            raise ValueError(f"a and b must be > 0, got a={a}, b={b}")
+        self.a, self.b = float(a), float(b)
+        self.group_names = list(groups)
+        self.register_buffer("group_sizes", torch.tensor([float(groups[g]) for g in self.group_names]))
+        lam = self.a / self.b if init_precision is None else float(init_precision)
+        self.log_precision = nn.Parameter(torch.full((num_particles, len(self.group_names)), math.log(lam)))
+
+    def log_prob(self, groups: Mapping[str, Tensor]) -> Tensor:
+        if list(groups) != self.group_names:
+            raise ValueError(f"JointGammaPrior was built for groups {self.group_names}, got {list(groups)}")
+        sq_norm = torch.stack([x.square().sum(1) for x in groups.values()], dim=1)  # M G
+        u = self.log_precision  # M G
+        lam = u.exp()
+        n = self.group_sizes  # G
+        log_lik = 0.5 * n * (u - _LOG_2PI) - 0.5 * lam * sq_norm  # M G
+        log_hyper = self.a * math.log(self.b) - math.lgamma(self.a) + self.a * u - self.b * lam  # M G
+        return (log_lik + log_hyper).sum(1)
+
+    def extra_repr(self) -> str:
+        return f"groups={len(self.group_names)}, a={self.a}, b={self.b}"
 
 
-def make_prior(name: str, **kwargs: float) -> GaussianPrior | InvGammaPrior:
-    """Build a prior by name (``"gaussian"`` or ``"invgamma"``) with its keyword arguments."""
-    try:
-        cls = PRIORS[name]
-    except KeyError:
-        raise ValueError(f"unknown prior {name!r}; valid names: {sorted(PRIORS)}") from None
-    return cls(**kwargs)
+#: Priors by name; each class declares its own options.
+PRIORS: Registry[type[Prior]] = Registry("prior")
+PRIORS.register("gaussian", GaussianPrior)
+PRIORS.register("invgamma", InvGammaPrior)
+PRIORS.register("joint", JointGammaPrior)
+
+
+def make_prior(name: str, groups: Mapping[str, int] | None = None, num_particles: int | None = None,
+               **options: float) -> Prior:
+    """Build a prior by name with its declared options.
+
+    :param groups: name -> size of the groups it will score (needed by ``joint``).
+    :param num_particles: M (needed by ``joint``).
+    """
+    cls = PRIORS.get(name)
+    accepted = [o.name for o in options_of(cls)]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigError(f"prior {name!r} does not take {unknown}; its options are {accepted}")
+    if cls is JointGammaPrior:
+        if groups is None or num_particles is None:
+            raise ValueError("the joint prior needs the model's groups and the number of particles")
+        return cls(groups, num_particles, **options)
+    return cls(**options)

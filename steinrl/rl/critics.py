@@ -1,10 +1,14 @@
-"""Per-particle baselines for the a2c estimator: value networks or linear-feature baselines.
+"""Per-particle critics for the a2c / ppo estimators, registered by name.
 
-Each particle i has its own value MLP V_i(s) = mu_i + sigma_i * f_i(s), batched as one
-:class:`~steinrl.core.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the mean and standard
-deviation of particle i's latest value targets, so ``f_i`` regresses targets of unit
-scale whatever the task's reward scale (Cartpole returns reach ~1000, swing-up ~100).
-The critic is plain regression (Adam), not part of theta and not moved by SVGD.
+- ``mlp`` (:class:`ValueEnsemble`): a value MLP per particle, V_i(s) = mu_i + sigma_i f_i(s),
+  batched as one :class:`~steinrl.core.ensemble.EnsembleMLP`. ``mu_i, sigma_i`` are the
+  mean and std of particle i's latest value targets, so f_i regresses targets of unit
+  scale whatever the task's reward scale. Fitted by a few minibatch Adam steps.
+- ``linear`` (:class:`LinearBaseline`): rllab's ``LinearFeatureBaseline`` per particle
+  (the S²VGD code's actor-critic), one batched least-squares solve.
+
+A critic is plain regression, not part of θ and not moved by SVGD. Interface:
+:meth:`Critic.values` on a rollout, :meth:`Critic.fit` on its compacted samples.
 """
 
 from __future__ import annotations
@@ -16,39 +20,97 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import EnsembleMLP
-from steinrl.rl.returns import masked_mean_var
+from steinrl.registry import Option, Registry, at_least_one, positive
+from steinrl.rl.policy import ObsNormalizer
+from steinrl.rl.rollout import Batch, Samples
+
+__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS"]
 
 
-class ValueEnsemble(nn.Module):
-    """M value networks evaluated in one batched call.
+class Critic(nn.Module):
+    """Base class: per-particle state values.
+
+    ``fit_target`` says what the estimator should regress it on: ``"lambda_returns"``
+    (GAE's λ-returns) or ``"returns"`` (discounted returns-to-go).
+    """
+
+    options: tuple[Option, ...] = ()
+    fit_target = "lambda_returns"
+
+    def values(self, batch: Batch) -> np.ndarray:
+        """V of every observation of ``batch``, ``(T + 1, M, E)`` float64."""
+        raise NotImplementedError
+
+    def fit(self, samples: Samples, seed: int) -> float:
+        """Regress ``samples.targets`` ``(M, n)``; returns the value loss (mean squared error, return units)."""
+        raise NotImplementedError
+
+    def extra_state(self) -> dict:
+        """State beyond ``state_dict`` (e.g. an optimizer's) for checkpoints."""
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+
+def _batch_obs(batch: Batch, device: torch.device) -> Tensor:
+    T1, M, E, d = batch.obs.shape
+    return batch.obs.to(device).permute(1, 0, 2, 3).reshape(M, T1 * E, d)  # M (T+1)E d
+
+
+def _to_time_major(values: Tensor, batch: Batch) -> np.ndarray:
+    T1, M, E = batch.obs.shape[:3]
+    return values.view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
+
+
+class ValueEnsemble(Critic):
+    """M value networks evaluated in one batched call, fitted by minibatch Adam steps.
 
     :param num_particles: M.
     :param obs_dim: observation size.
-    :param hidden: hidden layer sizes.
-    :param activation: hidden activation.
+    :param obs_norm: the policy's observation normaliser (shared, not copied).
+    :param activation: hidden activation (the policy's).
+    :param generator: draws the initial weights.
+    :param hidden, lr, steps, minibatch: the declared options.
     """
 
-    def __init__(self, num_particles: int, obs_dim: int, hidden: Sequence[int], activation: str = "tanh"):
+    options = (
+        Option("hidden", list[int], [32, 32], "Hidden layer sizes of each particle's value MLP.", check=at_least_one),
+        Option("lr", float, 3e-3, "Adam step size of the value networks.", check=positive),
+        Option("steps", int, 10, "Value-regression steps per iteration.", check=at_least_one),
+        Option("minibatch", int, 1024, "Samples per particle in each value-regression step.", check=at_least_one),
+    )
+
+    def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
+                 generator: torch.Generator | None = None, hidden: Sequence[int] = (32, 32), lr: float = 3e-3,
+                 steps: int = 10, minibatch: int = 1024):
         super().__init__()
         self.net = EnsembleMLP(num_particles, obs_dim, list(hidden), 1, activation=activation,
-                               layer="gaussian", output_gain=1.0)
+                               layer="gaussian", output_gain=1.0, generator=generator)
+        object.__setattr__(self, "obs_norm", obs_norm)  # the policy's: used, not owned (no submodule)
+        self.steps, self.minibatch = int(steps), int(minibatch)
         self.register_buffer("target_mean", torch.zeros(num_particles, 1))
         self.register_buffer("target_std", torch.ones(num_particles, 1))
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
 
     def forward(self, obs: Tensor) -> Tensor:
-        """Values ``(M, B)`` in return units for normalised observations ``(M, B, obs_dim)``."""
-        return self.target_mean + self.target_std * self.net(obs).squeeze(-1)
+        """Values ``(M, B)`` in return units for raw observations ``(M, B, obs_dim)``."""
+        return self.target_mean + self.target_std * self.net(self.obs_norm(obs)).squeeze(-1)
 
-    def fit(self, optimizer: torch.optim.Optimizer, obs: Tensor, targets: Tensor, mask: Tensor, steps: int,
-            minibatch: int, generator: torch.Generator | None = None) -> float:
-        """Regress ``targets`` ``(M, B)`` on ``obs`` ``(M, B, obs_dim)`` over ``mask``-ed entries.
+    @torch.no_grad()
+    def values(self, batch: Batch) -> np.ndarray:
+        return _to_time_major(self(_batch_obs(batch, self.target_mean.device)), batch)
 
-        Each step uses ``minibatch`` random valid-or-padding columns per particle (all
-        columns if ``minibatch >= B``); padding is masked out of the loss.
+    def fit(self, samples: Samples, seed: int) -> float:
+        """``steps`` Adam steps on ``minibatch`` random columns per particle (all if fewer);
+        padding is masked out of the loss.
 
         :return: the mean squared error of the regression steps in return units, averaged
             over steps and particles (the value loss, as SB3 logs it).
         """
+        obs, mask = self.obs_norm(samples.obs), samples.mask
+        targets = samples.targets.to(torch.float32)
+        generator = torch.Generator(device=obs.device).manual_seed(seed)
         M, B = targets.shape
         count = mask.sum(1).clamp_min(1.0)
         with torch.no_grad():
@@ -58,23 +120,29 @@ class ValueEnsemble(nn.Module):
             self.target_std.copy_(std[:, None])
             z = (targets - self.target_mean) / self.target_std  # (M, B), unit scale
         total = torch.zeros(M, dtype=targets.dtype, device=targets.device)
-        for _ in range(steps):
-            if minibatch < B:
-                idx = torch.randint(B, (M, minibatch), generator=generator, device=obs.device)
-                o = torch.gather(obs, 1, idx[..., None].expand(M, minibatch, obs.shape[-1]))
+        for _ in range(self.steps):
+            if self.minibatch < B:
+                idx = torch.randint(B, (M, self.minibatch), generator=generator, device=obs.device)
+                o = torch.gather(obs, 1, idx[..., None].expand(M, self.minibatch, obs.shape[-1]))
                 zt, mk = torch.gather(z, 1, idx), torch.gather(mask, 1, idx)
             else:
                 o, zt, mk = obs, z, mask
             pred = self.net(o).squeeze(-1)
             loss = ((pred - zt).square() * mk).sum(1) / mk.sum(1).clamp_min(1.0)
-            optimizer.zero_grad()
+            self.optimizer.zero_grad()
             loss.sum().backward()
-            optimizer.step()
+            self.optimizer.step()
             total += loss.detach()
-        return float((total / max(steps, 1) * std.square()).mean())
+        return float((total / max(self.steps, 1) * std.square()).mean())
+
+    def extra_state(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_extra_state(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
 
 
-class LinearBaseline(nn.Module):
+class LinearBaseline(Critic):
     """rllab's ``LinearFeatureBaseline``, one per particle, fitted in one batched solve.
 
     V_i(s, t) = w_iᵀ f(s, t) with f = [clip(s, ±10), clip(s, ±10)², t/100, (t/100)², (t/100)³, 1]
@@ -85,6 +153,10 @@ class LinearBaseline(nn.Module):
     :param obs_dim: observation size.
     :param reg: ridge coefficient (multiplied by 10, up to 5 times, if the solve is not finite).
     """
+
+    options = (Option("reg", float, 1e-5, "Ridge coefficient of the least-squares fit (rllab: 1e-5).",
+                      check=positive),)
+    fit_target = "returns"
 
     def __init__(self, num_particles: int, obs_dim: int, reg: float = 1e-5):
         super().__init__()
@@ -102,15 +174,22 @@ class LinearBaseline(nn.Module):
         """Values ``(M, B)`` (float64)."""
         return (self.features(obs, t) @ self.coeffs.unsqueeze(-1)).squeeze(-1)
 
-    def fit(self, obs: Tensor, t: Tensor, returns: Tensor, mask: Tensor) -> float:
-        """Least squares of ``returns`` ``(M, B)`` on the features over ``mask``-ed entries.
+    @torch.no_grad()
+    def values(self, batch: Batch) -> np.ndarray:
+        device = self.coeffs.device
+        M = batch.obs.shape[1]
+        t = torch.as_tensor(batch.timestep, device=device).permute(1, 0, 2).reshape(M, -1)
+        return _to_time_major(self(_batch_obs(batch, device), t), batch)
+
+    def fit(self, samples: Samples, seed: int) -> float:
+        """Least squares of the returns on the features over the masked samples.
 
         :return: the mean squared error of the previous coefficients on these returns
             (the value loss), averaged over particles.
         """
-        f = self.features(obs, t)  # M B k
-        w = mask.to(torch.float64).unsqueeze(-1)
-        y = returns.to(torch.float64).unsqueeze(-1)  # M B 1
+        f = self.features(samples.obs, samples.timestep)  # M B k
+        w = samples.mask.to(torch.float64).unsqueeze(-1)
+        y = samples.targets.to(torch.float64).unsqueeze(-1)  # M B 1
         count = w.sum((1, 2)).clamp_min(1.0)
         before = float(((((f @ self.coeffs.unsqueeze(-1)) - y).square() * w).sum((1, 2)) / count).mean())
         gram = (f * w).mT @ f  # M k k
@@ -129,16 +208,7 @@ class LinearBaseline(nn.Module):
         return before
 
 
-def explained_variance(values: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> float:
-    """1 - Var[targets - values] / Var[targets] over ``valid`` entries, per particle, averaged.
-
-    :param values: ``(T, M, E)`` value predictions made before fitting (as SB3 reports it).
-    :param targets: ``(T, M, E)`` value targets.
-    :param valid: ``(T, M, E)`` bool mask.
-    """
-    vt = masked_mean_var(targets, valid, axis=(0, 2))[1].reshape(-1)
-    ok = vt > 0
-    if not ok.any():
-        return float("nan")
-    resid = masked_mean_var(targets - values, valid, axis=(0, 2))[1].reshape(-1)
-    return float(np.mean(1.0 - resid[ok] / vt[ok]))
+#: Critics by name.
+CRITICS: Registry[type[Critic]] = Registry("critic")
+CRITICS.register("mlp", ValueEnsemble)
+CRITICS.register("linear", LinearBaseline)

@@ -18,12 +18,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-import steinrl.envs as envs
+from steinrl import envs
+from steinrl.errors import ConfigError
 from steinrl.rl.agent import build_policy
-from steinrl.run.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from steinrl.run.config import Config, ConfigError, apply_overrides, read_run_config
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Sampler
+from steinrl.run.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from steinrl.run.config import Config, read_run_config, resolve
 
 ACT_MODES = ("particle", "sample", "mean")
 
@@ -32,19 +33,25 @@ def load_run(path: str | Path, device: str = "cpu") -> tuple[Config, EnsemblePol
     """Load ``(config, policy, checkpoint path)`` from a run directory or a checkpoint file."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no run directory or checkpoint at {path}")
+        raise ConfigError(f"no run directory or checkpoint at {path}")
     ckpt_path = path / CHECKPOINT_NAME if path.is_dir() else path
     state = load_checkpoint(ckpt_path, map_location=device)
     cfg_file = ckpt_path.parent / "config.yaml"
     if cfg_file.is_file():
         cfg = read_run_config(cfg_file)
+    elif isinstance(state.get("config"), dict):
+        cfg = resolve([(state["config"], str(ckpt_path))])
     else:
-        cfg = apply_overrides(Config(), state["config"], str(ckpt_path)).validate()
-    cfg.device = device
+        raise CheckpointError(f"{ckpt_path} is not a steinrl checkpoint (no config)")
+    cfg = cfg.replace({"device": device})
     single = envs.make(cfg.env)
     policy = build_policy(cfg, single.observation_space, single.action_space).to(device)
     single.close()
-    policy.load_state_dict(state["agent"]["policy"])
+    try:
+        policy.load_state_dict(state["job"]["agent"]["policy"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{ckpt_path} does not hold this run's policy "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     policy.eval()
     return cfg, policy, ckpt_path
 
@@ -89,52 +96,22 @@ class EnsembleActor:
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
-        """Actions ``(B, action_dim)`` (Box) or ``(B,)`` (Discrete) for raw observations ``(B, obs_dim)``."""
-        policy = self.policy
+        """Actions ``(B, ...)`` (as the head makes them) for raw observations ``(B, obs_dim)``."""
+        policy, head = self.policy, self.policy.head
         B = obs.shape[0]
-        if self.mode == "particle":
-            noise = None if self.deterministic else policy.draw_noise(
-                (1, B, policy.action_dim), policy.discrete, self.generator, obs.device)
-            return _SingleParticle(policy, self.particle).sample(obs, noise)
-        head = policy.head(obs, None)  # (M, B, A): every particle on the shared batch
-        if self.mode == "sample":
+        if self.mode == "particle":  # one particle's weights, its own outputs (1, B, out)
+            i = slice(self.particle, self.particle + 1)
+            out = policy.outputs(obs, [(W[i], b[i]) for W, b in policy.dense()])[0]
+            scale = None if head.scale() is None else head.scale()[self.particle]
+        elif self.mode == "sample":  # every particle on the shared batch, each env its own particle's row
             if self.assigned is None or len(self.assigned) != B:
                 self.reset(batch_size=B)
-            pick = head[self.assigned, torch.arange(B, device=obs.device)]  # (B, A)
-            if policy.discrete:
-                if not self.deterministic:
-                    pick = pick + policy.draw_noise(pick.shape, True, self.generator, obs.device)
-                return pick.argmax(-1)
-            if self.deterministic:
-                return pick
-            std = policy.log_std.exp()[self.assigned]
-            return pick + std * torch.randn(pick.shape, generator=self.generator, device=obs.device)
-        # mean
-        if policy.discrete:
-            probs = torch.softmax(head, -1).mean(0)  # (B, A)
-            if self.deterministic:
-                return probs.argmax(-1)
-            return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
-        if self.deterministic:
-            return head.mean(0)
-        noise = torch.randn(head.shape, generator=self.generator, device=obs.device)
-        return (head + policy.log_std.exp().unsqueeze(1) * noise).mean(0)
-
-
-class _SingleParticle:
-    """Particle ``i`` of an ensemble, acting on a flat batch."""
-
-    def __init__(self, policy: EnsemblePolicy, i: int):
-        self.policy, self.i = policy, i
-
-    def sample(self, obs: Tensor, noise: Tensor | None) -> Tensor:
-        dense = [(W[self.i: self.i + 1], b[self.i: self.i + 1]) for W, b in self.policy.dense()]
-        out = self.policy.net(self.policy.obs_norm(obs).unsqueeze(0), dense)[0]  # (B, A)
-        if self.policy.discrete:
-            return (out if noise is None else out + noise[0]).argmax(-1)
-        if noise is None:
-            return out
-        return out + self.policy.log_std[self.i].exp() * noise[0]
+            out = policy.outputs(obs)[self.assigned, torch.arange(B, device=obs.device)]  # (B, out)
+            scale = None if head.scale() is None else head.scale()[self.assigned, 0]
+        else:
+            return head.ensemble_action(policy.outputs(obs), self.deterministic, self.generator)
+        noise = None if self.deterministic else head.draw_noise((B,), self.generator, obs.device)
+        return head.sample(out, noise, scale)
 
 
 def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
@@ -148,14 +125,13 @@ def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: st
     device = next(policy.parameters()).device
     with torch.no_grad():
         if mode == "per-particle":
-            venv = envs.make_vec(cfg.env, M * episodes, max_episode_steps=cfg.horizon)
-            sampler = Sampler(venv, M, episodes, cfg.horizon)
+            venv = envs.make_vec(cfg.env, M * episodes, max_episode_steps=cfg.rollout.horizon)
+            sampler = Sampler(venv, M, episodes, cfg.rollout.horizon)
             gen = torch.Generator(device=device).manual_seed(seed)
             dense = policy.dense()
 
             def act(obs: np.ndarray, t: int) -> np.ndarray:
-                noise = None if deterministic else policy.draw_noise(
-                    policy.noise_shape(episodes), policy.discrete, gen, device)
+                noise = None if deterministic else policy.head.draw_noise((M, episodes), gen, device)
                 return policy.sample(torch.as_tensor(obs, device=device), noise, dense).cpu().numpy()
 
             batch = sampler.collect(act, 1, whole_episodes=True, seed=seed, store=False)
@@ -164,8 +140,8 @@ def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: st
                     "lengths": [n.tolist() for n in batch.episode_lengths]}
         actor = EnsembleActor(policy, mode=mode, deterministic=deterministic, seed=seed)
         actor.reset(batch_size=episodes)
-        venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.horizon)
-        sampler = Sampler(venv, 1, episodes, cfg.horizon)
+        venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.rollout.horizon)
+        sampler = Sampler(venv, 1, episodes, cfg.rollout.horizon)
         batch = sampler.collect(lambda obs, t: actor.act(torch.as_tensor(obs[0], device=device)).cpu().numpy()[None],
                                 1, whole_episodes=True, seed=seed, store=False)
         venv.close()
@@ -214,7 +190,7 @@ def record_video(cfg: Config, policy: EnsemblePolicy, out: str | Path, *, mode: 
     :return: the number of frames written.
     """
     out = Path(out)
-    env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.horizon)
+    env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.rollout.horizon)
     actor = EnsembleActor(policy, mode="particle" if mode == "best" else mode, particle=particle, seed=seed)
     actor.reset(batch_size=1)
     device = next(policy.parameters()).device

@@ -1,23 +1,29 @@
-"""Policy particles: an :class:`~steinrl.core.ensemble.EnsembleMLP` plus an action distribution.
+"""Policy particles: an :class:`~steinrl.core.ensemble.EnsembleMLP` plus a policy head.
 
-Box actions get a Gaussian with a state-independent log-std per particle (by default
-outside the kernel, see ``Config.log_std_in_kernel``); Discrete actions get a
-categorical over the MLP's logits. Shapes are particle-major: ``(M, B, ...)``.
+The head (:mod:`steinrl.rl.heads`, picked from the action space) is the action
+distribution; this module only evaluates the network. Shapes are particle-major:
+observations ``(M, B, obs_dim)`` (or a shared ``(B, obs_dim)``), outputs ``(M, B, out_dim)``.
+
+One action path: :meth:`EnsemblePolicy.sample` (torch) and :meth:`EnsemblePolicy.actor`
+(the rollout's numpy twin of the same forward on CPU) both end in ``head.sample``;
+:class:`steinrl.rl.evaluation.EnsembleActor` builds its acting modes on top of them.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.ensemble import EnsembleMLP, mlp_forward
+from steinrl.core.ensemble import ACTIVATIONS, Dense, EnsembleMLP, mlp_forward
+from steinrl.core.priors import Prior
+from steinrl.registry import Option, at_least_one
+from steinrl.rl.heads import head_for
 
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+__all__ = ["EnsemblePolicy", "ObsNormalizer", "POLICY_OPTIONS"]
 
 
 def _np_elu(x: np.ndarray) -> np.ndarray:
@@ -31,6 +37,15 @@ _NUMPY_ACTIVATIONS = {
     "elu": _np_elu,
     "identity": None,
 }
+
+#: The ``policy`` config section (the head's own options are added to it).
+POLICY_OPTIONS: tuple[Option, ...] = (
+    Option("hidden", list[int], [25, 10], "Hidden layer sizes of the policy MLP.", check=at_least_one),
+    Option("activation", str, "tanh", "Hidden activation of policy and value MLPs.",
+           choices=tuple(a for a in ACTIVATIONS if a != "identity")),
+    Option("output_gain", float, 1.0, "Init gain of the policy's output layer (1: Glorot, as the SVPG code)."),
+    Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
+)
 
 
 class ObsNormalizer(nn.Module):
@@ -70,16 +85,29 @@ class ObsNormalizer(nn.Module):
         std = (self.var + self.eps).sqrt().to(x.dtype)
         return ((x - mean) / std).clamp_(-self.clip, self.clip)
 
+    def numpy_stats(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """``(mean, std, clip)`` as float32 numpy arrays for the numpy actor (None if disabled)."""
+        if not self.enabled:
+            return None
+        std = np.sqrt(self.var.cpu().numpy() + self.eps).astype(np.float32)
+        return self.mean.cpu().numpy().astype(np.float32), std, self.clip
+
 
 class EnsemblePolicy(nn.Module):
     """M stochastic policies evaluated in one batched call.
 
     :param num_particles: M.
     :param observation_space: a flat ``Box`` observation space.
-    :param action_space: ``Box`` (Gaussian policy) or ``Discrete`` (categorical policy).
+    :param action_space: any space a registered head supports (1-D ``Box``, ``Discrete``).
     :param hidden: hidden layer sizes, e.g. ``(25, 10)``.
+    :param activation: hidden activation.
     :param layer: structured layer family (``gaussian``, ``householder``, ``kronecker``).
-    :param layer_kwargs: extra layer arguments (e.g. ``{"K": 1}`` for householder).
+    :param layer_options: the family's options (e.g. ``{"K": 1}`` for householder).
+    :param output_gain: init gain of the output layer.
+    :param normalize_obs: running observation normalisation.
+    :param head_options: the head's options (e.g. ``log_std_init`` of the Gaussian head);
+        options of other heads are ignored.
+    :param generator: draws the initial weights.
     """
 
     def __init__(
@@ -91,88 +119,77 @@ class EnsemblePolicy(nn.Module):
         *,
         activation: str = "tanh",
         layer: str = "gaussian",
-        layer_kwargs: dict | None = None,
-        log_std_init: float = 0.0,
+        layer_options: dict | None = None,
         output_gain: float = 0.01,
         normalize_obs: bool = False,
+        head_options: dict | None = None,
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
     ):
         super().__init__()
         if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
             raise ValueError(f"steinrl policies need a flat Box observation space, got {observation_space}")
-        self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        if not self.discrete and not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-            raise ValueError(f"steinrl policies support Box (1-D) and Discrete action spaces, got {action_space}")
+        head_cls = head_for(action_space)
+        own = {o.name for o in head_cls.options}
         self.num_particles = num_particles
         self.obs_dim = int(observation_space.shape[0])
-        self.action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
         self.obs_norm = ObsNormalizer(self.obs_dim, normalize_obs)
+        self.head = head_cls(num_particles, action_space,
+                             **{k: v for k, v in (head_options or {}).items() if k in own})
         self.net = EnsembleMLP(
-            num_particles, self.obs_dim, list(hidden), self.action_dim,
-            activation=activation, layer=layer, layer_kwargs=layer_kwargs, output_gain=output_gain,
+            num_particles, self.obs_dim, list(hidden), self.head.out_dim, activation=activation, layer=layer,
+            layer_options=layer_options, output_gain=output_gain, generator=generator, device=device,
         )
-        if not self.discrete:
-            self.log_std = nn.Parameter(torch.full((num_particles, self.action_dim), float(log_std_init)))
+        if device is not None:
+            self.to(device)
 
     # --- parameters theta ---------------------------------------------------------
-    def particle_parameters(self) -> list[nn.Parameter]:
-        """All per-particle parameters (leading dim M), in a fixed order: the network's, then the log-std."""
-        return list(self.net.parameters()) + ([] if self.discrete else [self.log_std])
+    def kernel_parameters(self) -> list[nn.Parameter]:
+        """The per-particle parameters SVGD moves: the network's, then the head's in-kernel ones."""
+        return list(self.net.parameters()) + self.head.kernel_parameters()
 
-    def log_prior(self, prior) -> Tensor:
+    def particle_parameters(self) -> list[nn.Parameter]:
+        """All per-particle parameters (leading dim M): kernel ones, then the head's own."""
+        return self.kernel_parameters() + self.head.own_parameters()
+
+    def log_prior(self, prior: Prior) -> Tensor:
         """log p(theta_i) of each particle's network weights, ``(M,)``.
 
-        The papers' prior (S²VGD eq. 14) is on the weight factors and biases only; the
-        log-std has a flat prior. A zero-mean prior on it would pull every policy back
-        towards std 1 and stop it from ever acting precisely.
+        The papers' prior (S²VGD eq. 14) is on the weight factors and biases only; head
+        parameters such as the log-std have a flat prior (a zero-mean prior on the
+        log-std would pull every policy back towards std 1).
         """
         return self.net.log_prior(prior)
 
-    def dense(self) -> list[tuple[Tensor, Tensor]]:
+    def dense(self) -> Dense:
         """Materialised dense weights of every layer (see :meth:`EnsembleMLP.dense`)."""
         return self.net.dense()
 
-    # --- distribution -------------------------------------------------------------
-    def head(self, obs: Tensor, dense: list | None = None) -> Tensor:
-        """Action means (Box) or logits (Discrete), ``(M, B, action_dim)``, from raw obs ``(M, B, obs_dim)``."""
-        if self.obs_norm.enabled:
-            obs = self.obs_norm(obs)
-        if dense is None:
-            dense = self.net.dense()
-        return mlp_forward(dense, obs, self.net.activation)
+    # --- the action path ----------------------------------------------------------
+    def outputs(self, obs: Tensor, dense: Dense | None = None) -> Tensor:
+        """Head inputs (means or logits) ``(M, B, out_dim)`` from raw obs ``(M, B, obs_dim)`` or shared ``(B, obs_dim)``."""
+        return mlp_forward(self.net.dense() if dense is None else dense, self.obs_norm(obs), self.net.activation)
 
-    def noise_shape(self, *batch: int) -> tuple[int, ...]:
-        """Shape of the pre-drawn noise :meth:`sample` consumes for a batch ``(M, *batch)``."""
-        return (self.num_particles, *batch, self.action_dim)
+    def sample(self, obs: Tensor, noise: Tensor | None, dense: Dense | None = None) -> Tensor:
+        """Actions for obs ``(M, B, obs_dim)``: ``(M, B, ...)`` as the head makes them.
 
-    @staticmethod
-    def draw_noise(shape: tuple[int, ...], discrete: bool, generator: torch.Generator | None, device) -> Tensor:
-        """Standard normal noise (Box) or Gumbel noise (Discrete) of ``shape``."""
-        if not discrete:
-            return torch.randn(shape, generator=generator, device=device)
-        u = torch.rand(shape, generator=generator, device=device).clamp_(1e-10, 1.0 - 1e-7)
-        return -torch.log(-torch.log(u))
-
-    def sample(self, obs: Tensor, noise: Tensor | None, dense: list | None = None) -> Tensor:
-        """Actions for obs ``(M, B, obs_dim)``: ``(M, B, action_dim)`` (Box) or ``(M, B)`` int64 (Discrete).
-
-        ``noise`` (from :meth:`draw_noise`) makes sampling reparameterised and cheap;
-        ``noise=None`` gives the deterministic action (mean, or argmax of logits).
+        ``noise`` (from ``head.draw_noise``) makes sampling reparameterised and cheap;
+        ``None`` gives the deterministic action (mean, or arg-max of the logits).
         """
-        out = self.head(obs, dense)
-        if self.discrete:
-            return (out if noise is None else out + noise).argmax(-1)
-        if noise is None:
-            return out
-        return torch.addcmul(out, self.log_std.exp().unsqueeze(1), noise)
+        return self.head.sample(self.outputs(obs, dense), noise, self.head.scale())
 
-    def actor(self, noise: Tensor | None, dense: list | None = None):
-        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for :class:`~steinrl.rl.rollout.Sampler`.
+    def log_prob(self, obs: Tensor, actions: Tensor, dense: Dense | None = None) -> tuple[Tensor, Tensor]:
+        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
+        return self.head.log_prob(self.outputs(obs, dense), actions)
 
-        ``noise`` ``(T, M, E, action_dim)`` (from :meth:`draw_noise`) is consumed one step
-        ``t`` at a time; ``None`` gives deterministic actions. On CPU the forward pass runs
-        in numpy on the materialised dense weights (a rollout step is a few tiny matmuls,
-        where numpy's per-call cost is a fraction of torch's); on other devices it calls
-        :meth:`sample` on the device. Both give the same actions (up to float rounding).
+    def actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
+        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for the rollout.
+
+        ``noise`` ``(T, M, E, out_dim)`` is consumed one step ``t`` at a time; ``None``
+        gives deterministic actions. On CPU the forward runs in numpy on the materialised
+        dense weights (a rollout step is a few tiny matmuls, where numpy's per-call cost
+        is a fraction of torch's); on other devices it calls :meth:`sample`. Both end in
+        ``head.sample`` and give the same actions up to float rounding.
         """
         dense = self.dense() if dense is None else dense
         device = dense[0][0].device
@@ -183,13 +200,12 @@ class EnsemblePolicy(nn.Module):
             return act_torch
         layers = [(W.detach().numpy(), b.detach().numpy()[:, None, :]) for W, b in dense]
         act_fn = _NUMPY_ACTIVATIONS[self.net.activation]
-        norm = None
-        if self.obs_norm.enabled:
-            norm = (self.obs_norm.mean.numpy().astype(np.float32),
-                    np.sqrt(self.obs_norm.var.numpy() + self.obs_norm.eps).astype(np.float32), self.obs_norm.clip)
+        norm = self.obs_norm.numpy_stats()
         noise_np = None if noise is None else noise.detach().numpy()
-        std = None if self.discrete else self.log_std.detach().exp().numpy()[:, None, :]  # (M, 1, A)
+        scale = self.head.scale()
+        scale_np = None if scale is None else scale.detach().numpy()  # (M, 1, out_dim)
         last = len(layers) - 1
+        sample = self.head.sample
 
         def act(obs: np.ndarray, t: int) -> np.ndarray:
             x = obs
@@ -200,33 +216,6 @@ class EnsemblePolicy(nn.Module):
                 x += b
                 if i != last and act_fn is not None:
                     x = act_fn(x)
-            if self.discrete:
-                return (x if noise_np is None else x + noise_np[t]).argmax(-1)
-            if noise_np is not None:
-                x += std * noise_np[t]
-            return x
+            return sample(x, None if noise_np is None else noise_np[t], scale_np)
 
         return act
-
-    def log_prob(self, obs: Tensor, actions: Tensor, dense: list | None = None) -> tuple[Tensor, Tensor]:
-        """log pi(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
-        out = self.head(obs, dense)
-        if self.discrete:
-            logp_all = torch.log_softmax(out, -1)
-            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1).mean(-1)
-            return logp, entropy
-        log_std = self.log_std.unsqueeze(1)  # (M, 1, A)
-        z = (actions - out) * torch.exp(-log_std)
-        logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
-        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)
-        return logp, entropy
-
-
-def space_bounds(action_space: gym.Space) -> tuple[np.ndarray, np.ndarray] | None:
-    """Finite (low, high) of a Box action space, for clipping sampled actions; else None."""
-    if isinstance(action_space, gym.spaces.Box):
-        low, high = action_space.low.astype(np.float32), action_space.high.astype(np.float32)
-        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
-            return low, high
-    return None

@@ -27,12 +27,29 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from steinrl.rl.policy import space_bounds
+from steinrl.registry import Option, at_least_one
+from steinrl.rl.heads import space_bounds
 
-#: ``act(obs (M, E, obs_dim) float32 numpy, t) -> actions (M, E, action_dim) float32 or (M, E) int``
-#: numpy arrays. The sampler works in numpy end to end (no per-step tensor conversions);
+#: ``act(obs (M, E, obs_dim) float32 numpy, t) -> actions (M, E, *action_shape)`` numpy
+#: arrays. The sampler works in numpy end to end (no per-step tensor conversions);
 #: :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
 ActFn = Callable[[np.ndarray, int], np.ndarray]
+
+#: The ``rollout`` config section.
+ROLLOUT_OPTIONS: tuple[Option, ...] = (
+    Option("batch_size", int, 5000, "Env steps per particle per iteration (at least; whole episodes are kept).",
+           check=at_least_one),
+    Option("envs_per_particle", int, 10, "Parallel envs per particle E; all M x E envs step together.",
+           check=at_least_one),
+    Option("horizon", int, 500, "Maximum episode length (time-limit truncation, not termination).",
+           check=at_least_one),
+    Option("whole_episodes", bool, True,
+           "Whole episodes (the SVPG code's sampler): every episode runs to its end and new ones start only while "
+           "the particle's steps are below batch_size. If false, every env runs ceil(batch_size / E) steps and "
+           "cut episodes are bootstrapped (a2c) or treated as ended (reinforce)."),
+    Option("vectorization", str, "sync", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
+           "async: a process per env). Our tasks always use their numpy vector env.", choices=("sync", "async")),
+)
 
 
 @dataclass
@@ -40,7 +57,7 @@ class Batch:
     """One iteration's samples. ``T`` is the number of vector steps taken."""
 
     obs: Tensor  # (T + 1, M, E, obs_dim) float32 (CPU); obs[t + 1] follows step t (final obs if step t ended)
-    actions: Tensor  # (T, M, E, action_dim) float32, or (T, M, E) int64 for Discrete (CPU)
+    actions: Tensor  # (T, M, E, *action_shape) in the action space's dtype (CPU)
     rewards: np.ndarray  # (T, M, E) float32
     terminated: np.ndarray  # (T, M, E) bool: a true terminal state (value 0)
     done: np.ndarray  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
@@ -75,10 +92,10 @@ class Sampler:
         self.M, self.E = num_particles, envs_per_particle
         self.horizon = horizon
         space = envs.single_action_space
-        self.discrete = isinstance(space, gym.spaces.Discrete)
         self.bounds = space_bounds(space)
         self.obs_dim = int(np.prod(envs.single_observation_space.shape))
-        self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
+        self.action_shape = tuple(space.shape)
+        self.action_dtype = np.float32 if space.dtype == np.float64 else space.dtype
         self._capacity = 0
 
     def max_steps(self, steps_per_particle: int, whole_episodes: bool) -> int:
@@ -98,10 +115,7 @@ class Sampler:
             return
         N = self.M * self.E
         self._obs = np.empty((T + 1, N, self.obs_dim), dtype=np.float32)
-        if self.discrete:
-            self._act = np.empty((T, N), dtype=np.int64)
-        else:
-            self._act = np.empty((T, N, self.action_dim), dtype=np.float32)
+        self._act = np.empty((T, N, *self.action_shape), dtype=self.action_dtype)
         self._rew = np.empty((T, N), dtype=np.float32)
         self._term = np.empty((T, N), dtype=bool)
         self._done = np.empty((T, N), dtype=bool)
@@ -191,3 +205,44 @@ class Sampler:
             episode_returns=[rets[particle == i] for i in range(M)],
             episode_lengths=[lens[particle == i] for i in range(M)],
         )
+
+
+@dataclass
+class Samples:
+    """A batch's valid steps, compacted per particle to ``(M, n, ...)`` (n = the most valid
+    steps of any particle; shorter particles are padded and masked out)."""
+
+    obs: Tensor  # (M, n, obs_dim) float32
+    actions: Tensor  # (M, n, *action_shape)
+    timestep: Tensor  # (M, n) int32: step index within the episode
+    mask: Tensor  # (M, n) float32: 1 for real samples, 0 for padding
+    advantages: Tensor  # (M, n) float32
+    targets: Tensor | None  # (M, n) float64 value targets (None without a critic)
+
+
+def compact(batch: Batch, advantages: np.ndarray, targets: np.ndarray | None, device: torch.device) -> Samples:
+    """Gather every particle's valid steps of ``batch`` into :class:`Samples` on ``device``.
+
+    :param advantages: ``(T, M, E)`` per-step advantages.
+    :param targets: ``(T, M, E)`` value targets, or None.
+    """
+    T, M = batch.actions.shape[:2]
+    valid = torch.as_tensor(batch.valid).permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
+    n_max = int(valid.sum(1).max())
+    order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n_max]  # (M, n_max), valid first
+    mask = torch.gather(valid, 1, order).to(device, torch.float32)
+    order = order.to(device)
+
+    def take(x: Tensor) -> Tensor:  # (T, M, E, ...) -> (M, n_max, ...)
+        x = x.to(device).transpose(0, 1).reshape(M, -1, *x.shape[3:])
+        idx = order.view(M, n_max, *([1] * (x.dim() - 2))).expand(M, n_max, *x.shape[2:])
+        return torch.gather(x, 1, idx)
+
+    return Samples(
+        obs=take(batch.obs[:T]),
+        actions=take(batch.actions),
+        timestep=take(torch.as_tensor(batch.timestep[:T])),
+        mask=mask,
+        advantages=take(torch.as_tensor(advantages, dtype=torch.float32)),
+        targets=None if targets is None else take(torch.as_tensor(targets)),
+    )

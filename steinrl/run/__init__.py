@@ -1,0 +1,1 @@
+"""Running algorithms: config, the Trainer, checkpoints, logging, the run loop and the CLI."""

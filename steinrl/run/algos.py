@@ -1,51 +1,48 @@
-"""Algorithm names are compositions: ``<update>-<estimator>``.
+"""Algorithm names are compositions: ``<method>-<estimator>``, parsed into registered parts.
 
-The *update* fixes the weight prior family (the layer type) and whether particles are
-coupled by the Stein kernel; the *estimator* fixes how J(theta) is estimated.
-
-==============  ================  ============  ==========================================
-update          layer / prior     kernel        paper
-==============  ================  ============  ==========================================
-``svgd``        gaussian (dense)  RBF           SVPG (Liu et al., 2017)
-``s2vgd``       householder       RBF           S²VGD (Zhang et al., 2018)
-``kron``        kronecker         RBF           K-Linear prior of the Kronecker-flow paper
-``independent`` gaussian (dense)  none          independent agents, the papers' baseline
-==============  ================  ============  ==========================================
-
-Estimators: ``reinforce`` (standardised discounted returns-to-go, no critic) and
-``a2c`` (a value network per particle, GAE(lambda) advantages).
+The *method* (:data:`steinrl.core.methods.METHODS`) fixes the prior family (layer) and
+the particle update; the *estimator* fixes how the objective is estimated and thereby
+the kind of job: RL estimators (:data:`steinrl.rl.estimators.ESTIMATORS`: ``reinforce``,
+``a2c``, ``ppo``) make a :class:`~steinrl.rl.job.PolicyGradientJob`. Every list of valid
+names is read from the registries.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from steinrl.core.methods import METHODS
 from steinrl.errors import ConfigError
+from steinrl.registry import Registry
+from steinrl.rl.job import PolicyGradientJob
+
+__all__ = ["Algorithm", "JOBS", "parse_algo", "algo_names"]
+
+#: Job kinds: each holds the registry of estimators its algorithm names end in.
+JOBS: Registry[Any] = Registry("job")
+JOBS.register("rl", PolicyGradientJob)
 
 
 @dataclass(frozen=True)
-class Update:
-    """How particles move: which structured layer they use and which kernel couples them."""
+class Algorithm:
+    """A parsed algorithm name."""
 
-    layer: str
-    kernel: str
-
-
-UPDATES: dict[str, Update] = {
-    "svgd": Update(layer="gaussian", kernel="rbf"),
-    "s2vgd": Update(layer="householder", kernel="rbf"),
-    "kron": Update(layer="kronecker", kernel="rbf"),
-    "independent": Update(layer="gaussian", kernel="independent"),
-}
-
-ESTIMATORS: tuple[str, ...] = ("reinforce", "a2c")
-
-ALGOS: tuple[str, ...] = tuple(f"{u}-{e}" for u in UPDATES for e in ESTIMATORS)
+    name: str
+    method: str
+    estimator: str
+    job: Any  #: the job class that runs it
 
 
-def parse_algo(name: str) -> tuple[Update, str]:
-    """Split ``<update>-<estimator>`` into its parts; unknown names list the valid ones."""
-    update, _, estimator = name.partition("-")
-    if update not in UPDATES or estimator not in ESTIMATORS:
-        raise ConfigError(f"unknown algo {name!r}; valid algos: {', '.join(ALGOS)}")
-    return UPDATES[update], estimator
+def algo_names() -> list[str]:
+    """Every valid algorithm name, from the registries."""
+    return [f"{m}-{e}" for _, job in JOBS.items() for e in job.estimators for m in METHODS]
+
+
+def parse_algo(name: Any) -> Algorithm:
+    """Split ``<method>-<estimator>`` into registered parts; an unknown name lists the valid ones."""
+    method, _, estimator = str(name).partition("-")
+    for _, job in JOBS.items():
+        if method in METHODS and estimator in job.estimators:
+            return Algorithm(str(name), method, estimator, job)
+    raise ConfigError(f"unknown algo {name!r}; valid algos: {', '.join(algo_names())}")

@@ -1,4 +1,9 @@
-"""Checkpoints: written atomically (temp file + rename), read without unpickling objects."""
+"""Checkpoints: written atomically (temp file + rename), read without unpickling objects.
+
+Loading uses ``torch.load(weights_only=True)``: tensors and plain data only; a crafted
+file cannot run code. A missing, empty, truncated or foreign file raises
+:class:`CheckpointError` with a one-line message.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +14,28 @@ from typing import Any
 
 import torch
 
+from steinrl.errors import ConfigError
+
+__all__ = ["CHECKPOINT_NAME", "CheckpointError", "save_checkpoint", "load_checkpoint", "remove_stale_temp_files"]
+
 CHECKPOINT_NAME = "checkpoint.pt"
+_TMP_SUFFIX = ".tmp"
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint that cannot be read or does not fit; the message names the file."""
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     """Write ``state`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically.
 
     The file is first written next to its destination and then renamed over it, so a
-    crash or Ctrl-C never leaves a half-written checkpoint behind.
+    crash or Ctrl-C never leaves a half-written checkpoint behind (a kill -9 can leave
+    the temporary file, which :func:`remove_stale_temp_files` clears on the next start).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=_TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
@@ -34,10 +49,28 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint with ``torch.load(..., weights_only=True)`` (no arbitrary objects)."""
+    """Read a checkpoint (a file, or a run directory holding ``checkpoint.pt``) safely."""
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    return torch.load(path, map_location=map_location, weights_only=True)
+        raise CheckpointError(f"no checkpoint at {path}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (0 bytes)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to parse is the file's fault
+        first = " ".join(str(exc).split())[:200]
+        raise CheckpointError(f"cannot read checkpoint {path}: not a valid steinrl checkpoint "
+                              f"(truncated, corrupt or unsafe: {type(exc).__name__}: {first})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} holds a {type(state).__name__}, not a steinrl checkpoint")
+    return state
+
+
+def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+    """Delete ``checkpoint.pt.*.tmp`` files a killed process left in ``directory``; returns them."""
+    stale = sorted(Path(directory).glob(f"{CHECKPOINT_NAME}.*{_TMP_SUFFIX}"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

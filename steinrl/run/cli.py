@@ -1,50 +1,63 @@
-"""Command-line front ends of ``train.py`` and ``evaluate.py``.
+"""The ``steinrl`` command: ``steinrl train ...`` and ``steinrl evaluate ...``.
 
-User errors (unknown algo/env/config key, invalid value, missing file) print one line
-``error: ...`` and exit with code 2, without a traceback.
+``train.py`` and ``evaluate.py`` at the repository root are thin wrappers of the two
+subcommands. Exit codes: 0 done; 2 a user error (one line ``error: ...``, nothing
+written); 3 training diverged (a non-finite value; the last good checkpoint is kept);
+130 stopped by Ctrl-C and 143 by SIGTERM (both after saving a checkpoint).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from datetime import datetime
+from pathlib import Path
 from typing import Callable, Sequence
 
-from steinrl.run.algos import ALGOS
+from steinrl.errors import ConfigError
 
 EXIT_USAGE = 2
-EXIT_NONFINITE = 1
-EXIT_INTERRUPTED = 130
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    import steinrl.envs as envs
-    from steinrl.run.config import ConfigError
-
-    return (ConfigError, envs.UnknownEnvError, FileNotFoundError)
+EXIT_DIVERGED = 3
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """Run ``main`` mapping user errors to ``error: ...`` and exit code 2."""
+    """Run ``main``; a user error prints one line ``error: ...`` and returns 2, a second Ctrl-C 130."""
     try:
         return main(argv)
-    except _user_errors() as exc:
-        msg = exc.args[0] if exc.args else str(exc)
+    except ConfigError as exc:
+        msg = " ".join(str(exc.args[0] if exc.args else exc).split())
         print(f"error: {msg}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("aborted (Ctrl-C twice): the last saved checkpoint is kept", file=sys.stderr)
+        return EXIT_SIGINT
 
 
-def train_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="train.py",
-        description="Train M policy particles jointly by Stein variational policy gradient.",
-        epilog="Algorithms: " + ", ".join(ALGOS) + ". Envs: Cartpole, CartpoleSwingUp, DoublePendulum, "
-               "or any Gymnasium id (e.g. CartPole-v1, Pendulum-v1, InvertedDoublePendulum-v5).",
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2 (as everything else)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+# --- train ------------------------------------------------------------------------------
+def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
+    from steinrl.run.algos import algo_names
+
+    p = _Parser(
+        prog=prog,
+        description="Train M particles jointly by Stein variational gradient descent.",
+        epilog="Algorithms: " + ", ".join(algo_names()) + ". Envs: Cartpole, CartpoleSwingUp, DoublePendulum, or "
+               "any Gymnasium id. Config keys: docs/config.md (--set section.key=value).",
     )
-    p.add_argument("--algo", help="<update>-<estimator>, e.g. s2vgd-a2c (default from config)")
+    p.add_argument("--algo", help="<method>-<estimator>, e.g. s2vgd-a2c")
     p.add_argument("--env", help="task name (default CartpoleSwingUp)")
+    p.add_argument("--preset", help="a shipped preset (configs/presets/<name>.yaml)")
     p.add_argument("--particles", type=int, help="number of particles M")
-    p.add_argument("--iterations", type=int, help="number of iterations")
+    p.add_argument("--iterations", type=int, help="number of iterations (with --resume: the new total)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
     p.add_argument("--device", help="torch device: cpu or cuda")
@@ -52,61 +65,143 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-name", help="run directory name (default seed<seed>-<timestamp>)")
     p.add_argument("--config", action="append", default=[], metavar="FILE", help="extra YAML config (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_",
-                   help="override any config key, e.g. --set lr=1e-3 (repeatable)")
+                   help="override any config key, e.g. --set update.lr=1e-3 (repeatable)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint (its own config)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar: a log line every run.log_every")
     return p
 
 
-def train_main(argv: Sequence[str] | None = None) -> int:
-    from steinrl.rl.agent import NonFiniteError
-    from steinrl.run.config import ConfigError, parse_set, resolve_config
-    from steinrl.run.trainer import Trainer, TrainingInterrupted
+def _run_path(cfg) -> tuple[Path, bool]:
+    """The run directory of ``cfg`` and whether its name was chosen automatically."""
+    auto = cfg.run.run_name is None
+    name = cfg.run.run_name or f"seed{cfg.seed}-{datetime.now():%Y%m%d-%H%M%S}"
+    if Path(name).name != name or name in (".", ".."):
+        raise ConfigError(f"--run-name must be a plain directory name (no '/' or '..'), got {name!r}")
+    return Path(cfg.run.logdir) / cfg.env.replace("/", "_") / cfg.algo / name, auto
 
-    args = train_parser().parse_args(argv)
-    flags = {
-        "algo": args.algo, "particles": args.particles, "iterations": args.iterations, "seed": args.seed,
-        "temperature": args.temperature, "device": args.device, "logdir": args.logdir, "run_name": args.run_name,
-    }
+
+def _claim_new_run(cfg) -> "RunDirectory":  # noqa: F821
+    from steinrl.run.loop import RunDirectory
+
+    path, auto = _run_path(cfg)
+    for k in range(100):
+        candidate = path if k == 0 else path.with_name(f"{path.name}-{k}")
+        taken = (candidate / "checkpoint.pt").exists() or (candidate / "config.yaml").exists()
+        if not taken:
+            try:
+                return RunDirectory(candidate).acquire()
+            except ConfigError:
+                if not auto:
+                    raise
+                continue
+        if not auto:
+            raise ConfigError(f"run directory {candidate} already holds a run; resume it with --resume "
+                              f"{candidate} or choose another --run-name")
+    raise ConfigError(f"no free run directory name next to {path}")
+
+
+def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -> int:
+    from steinrl.run.config import load_config, parse_set, read_run_config
+    from steinrl.run.loop import RunDirectory
+    from steinrl.run.trainer import Trainer
+
+    args = train_parser(prog).parse_args(argv)
+    flags = {"algo": args.algo, "particles": args.particles, "iterations": args.iterations, "seed": args.seed,
+             "temperature": args.temperature, "device": args.device, "run.logdir": args.logdir,
+             "run.run_name": args.run_name}
     overrides = {k: v for k, v in flags.items() if v is not None}
     overrides.update(parse_set(args.set_))
     if args.no_progress:
-        overrides["progress"] = False
-    if args.resume:
-        extra = sorted(set(overrides) - {"iterations", "progress"}) + (["--env"] if args.env else []) + (
-            ["--config"] if args.config else [])
-        if extra:
-            raise ConfigError(f"--resume continues a run with its saved config; cannot also set {', '.join(extra)} "
-                              "(only --iterations may change)")
-        trainer = Trainer(None, resume=args.resume, iterations=args.iterations)
-        if args.no_progress:
-            trainer.cfg.progress = False
-    else:
-        cfg = resolve_config(args.env, args.config, overrides)
+        overrides["run.progress"] = False
+    command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
+    if not args.resume:
+        cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg)
-    print(f"run directory: {trainer.run_dir}", file=sys.stderr)
-    try:
-        run_dir = trainer.train()
-    except TrainingInterrupted as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except NonFiniteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_NONFINITE
-    print(f"done: {run_dir}  (tensorboard --logdir {trainer.cfg.logdir}; python evaluate.py {run_dir})",
-          file=sys.stderr)
+        return run_training(trainer, _claim_new_run(cfg), command)
+    run_dir = RunDirectory(Path(args.resume))
+    extra = sorted(set(overrides) - {"iterations", "run.progress"}) + [
+        f"--{n}" for n in ("env", "config", "preset") if getattr(args, n)]
+    if extra:
+        raise ConfigError(f"--resume continues a run with its saved config; cannot also set {', '.join(extra)} "
+                          "(only --iterations, the new total, may change)")
+    if not (run_dir.path / "config.yaml").is_file():
+        raise ConfigError(f"cannot resume: {run_dir.path} has no config.yaml")
+    if not run_dir.checkpoint.is_file():
+        raise ConfigError(f"cannot resume: {run_dir.path} has no checkpoint.pt (nothing to continue)")
+    cfg = read_run_config(run_dir.path / "config.yaml").replace(overrides, "the command line")
+    trainer = Trainer(cfg)
+    trainer.restore(run_dir.checkpoint)
+    if trainer.done:
+        raise ConfigError(f"{run_dir.path} already has {trainer.iteration} iterations; --iterations is the total, "
+                          f"give more than {trainer.iteration} to continue")
+    return run_training(trainer, run_dir.acquire(), command)
+
+
+def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001
+    """Train ``trainer`` to the end in the locked ``run_dir`` (a :class:`~steinrl.run.loop.RunDirectory`)
+    with metrics, checkpoints, progress and signal handling; returns the exit code."""
+    import steinrl
+    from steinrl.rl.agent import NonFiniteError
+    from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
+
+    cfg = trainer.config
+    meta = {"steinrl_version": steinrl.__version__, "command": command, "run_name": run_dir.path.name,
+            "started": datetime.now().isoformat(timespec="seconds")}
+    start, first = time.perf_counter(), trainer.iteration
+    checkpoints = CheckpointCallback(run_dir.checkpoint, cfg.run.checkpoint_every)
+    callbacks = [MetricsCallback(run_dir.path, cfg.run.tensorboard), checkpoints,
+                 ProgressCallback(cfg.run.progress, cfg.run.log_every, f"{cfg.algo} {cfg.env}")]
+    print(f"run directory: {run_dir.path}", file=sys.stderr)
+    with run_dir, GracefulStop() as stop:
+        run_dir.write_config(cfg, meta)
+        try:
+            status = fit(trainer, callbacks, stop)
+        except NonFiniteError as exc:
+            saved = checkpoints.saved_iteration
+            kept = (f"the last good checkpoint (iteration {saved}) is kept in {run_dir.path}" if saved is not None
+                    else "no checkpoint was written")
+            print(f"error: training diverged: {exc}; {kept}", file=sys.stderr)
+            return EXIT_DIVERGED
+        finally:
+            trainer.close()
+    _summary(trainer, run_dir.path, cfg, status, first, time.perf_counter() - start)
+    if status == "interrupted":
+        return EXIT_SIGTERM if stop.signal == 15 else EXIT_SIGINT
     return 0
 
 
-def train_entry() -> None:
-    sys.exit(run_cli(train_main))
+def train(cfg) -> Path:  # noqa: ANN001
+    """Programmatic ``steinrl train``: a new run directory for ``cfg``, trained to the end; returns it.
+
+    Raises :class:`ConfigError` if the run could not finish (interrupted or diverged).
+    """
+    from steinrl.run.trainer import Trainer
+
+    run_dir = _claim_new_run(cfg)
+    code = run_training(Trainer(cfg), run_dir, "steinrl.run.cli.train")
+    if code != 0:
+        raise ConfigError(f"training in {run_dir.path} did not finish (exit code {code})")
+    return run_dir.path
 
 
-def evaluate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="evaluate.py",
-        description="Score trained runs (every particle and the ensemble), plot learning curves, record a video.",
-    )
+def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:
+    from steinrl.run.logger import read_metrics
+
+    key = trainer.job.headline_metric
+    values = [r[key] for r in read_metrics(run_dir) if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
+    result = f"final {values[-1]:.1f}, best {max(values):.1f} ({key})" if values else "no completed episodes"
+    if status == "interrupted":
+        print(f"stopped after iteration {trainer.iteration}; checkpoint saved. Continue with: "
+              f"steinrl train --resume {run_dir}", file=sys.stderr)
+    print(f"{status}: {trainer.iteration - first} iterations ({trainer.iteration}/{cfg.iterations}) in "
+          f"{seconds:.1f} s; {result}; run {run_dir}\n"
+          f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
+
+
+# --- evaluate ---------------------------------------------------------------------------
+def evaluate_parser(prog: str = "steinrl evaluate") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Score trained runs (every particle and the ensemble), plot learning curves, "
+                                       "record a video.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directory or checkpoint file (several for --plot)")
     p.add_argument("--episodes", type=int, default=10, help="episodes per particle and per ensemble mode")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of mean / arg-max")
@@ -114,7 +209,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="torch device")
     p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json)")
     p.add_argument("--plot", metavar="PNG", help="draw learning curves of all RUNs (mean ± std across seeds)")
-    p.add_argument("--key", default="rollout/ep_rew_max_particle", help="TensorBoard scalar to plot")
+    p.add_argument("--key", default="rollout/ep_rew_max_particle", help="scalar to plot")
     p.add_argument("--plot-only", action="store_true", help="only plot, do not run episodes")
     p.add_argument("--video", metavar="FILE", help="record one episode (.mp4 needs imageio[ffmpeg]; .gif works)")
     p.add_argument("--video-mode", default="best", choices=["best", "sample", "mean"],
@@ -122,34 +217,67 @@ def evaluate_parser() -> argparse.ArgumentParser:
     return p
 
 
-def evaluate_main(argv: Sequence[str] | None = None) -> int:
+def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evaluate") -> int:
     import json
-    from pathlib import Path
 
-    from steinrl.run.config import ConfigError
     from steinrl.rl.evaluation import evaluate, format_table, load_run, record_video
     from steinrl.run.plotting import plot_runs
+    from steinrl.run.trainer import check_device
 
-    args = evaluate_parser().parse_args(argv)
+    args = evaluate_parser(prog).parse_args(argv)
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    check_device(args.device)
+    if len(args.runs) > 1 and (args.json or args.video) and not args.plot_only:
+        raise ConfigError("--json and --video take a single RUN")
+    if args.json and Path(args.json).is_dir():
+        raise ConfigError(f"--json {args.json} is a directory; give a file name")
     if args.plot:
         plot_runs(args.runs, args.plot, key=args.key)
         print(f"wrote {args.plot}")
     if args.plot_only:
         return 0
-    if len(args.runs) > 1 and (args.json or args.video):
-        raise ConfigError("--json and --video take a single RUN")
     for run in args.runs:
         cfg, policy, ckpt = load_run(run, device=args.device)
         result = evaluate(cfg, policy, args.episodes, deterministic=not args.stochastic, seed=args.seed)
         result["checkpoint"] = str(ckpt)
         print(format_table(result))
         out = Path(args.json) if args.json else ckpt.parent / "evaluation.json"
-        out.write_text(json.dumps(result, indent=2))
+        try:
+            out.write_text(json.dumps(result, indent=2))
+        except OSError as exc:
+            raise ConfigError(f"cannot write {out}: {exc.strerror}") from None
         print(f"wrote {out}")
         if args.video:
             best = int(result["best_particle"].split()[-1])
             record_video(cfg, policy, args.video, mode=args.video_mode, particle=best, seed=args.seed)
             print(f"wrote {args.video}")
     return 0
+
+
+# --- the steinrl command ----------------------------------------------------------------
+COMMANDS = {"train": train_main, "evaluate": evaluate_main}
+
+
+def steinrl_main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: steinrl {train,evaluate} ...\n\n  train     train particles (steinrl train --help)\n"
+              "  evaluate  score runs, plot curves, record videos (steinrl evaluate --help)")
+        return 0 if argv else EXIT_USAGE
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        raise ConfigError(f"unknown command {command!r}; commands: {', '.join(COMMANDS)}")
+    return COMMANDS[command](rest)
+
+
+def main() -> None:
+    """Entry point of the ``steinrl`` console script."""
+    sys.exit(run_cli(steinrl_main))
+
+
+def script(command: str, prog: str) -> None:
+    """Entry point of ``train.py`` / ``evaluate.py``: one subcommand under the script's name."""
+    sys.exit(run_cli(lambda argv: COMMANDS[command](argv, prog=prog)))

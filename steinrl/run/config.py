@@ -1,288 +1,323 @@
-"""Run configuration: one typed dataclass, resolved from YAML files and the command line.
+"""Run configuration, resolved from the parts' own option declarations.
+
+A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``,
+``iterations``, ``particles``, and the job's own, e.g. ``temperature``) and one section
+per part (``rollout``, ``policy``, ``layer``, ``prior``, ``update``, ``estimator``,
+``critic``, ``run``). Which options a section has is read from the part the algorithm
+picked (``s2vgd-a2c`` -> the householder layer's ``K`` and ``scales``, the a2c
+estimator's ``gae_lambda``, ...), so there is no hand-copied list to drift;
+``docs/config.md`` is rendered from the same declarations (``python -m steinrl.run.docs``).
 
 Resolution order (later wins):
 
-1. the dataclass defaults below (the papers' settings, S²VGD table 3 / SVPG code);
-2. ``configs/<env>.yaml`` if it exists (per-task paper settings, e.g. 100 iterations
-   for Cartpole);
-3. any ``--config FILE`` given on the command line;
-4. explicit flags (``--particles``, ``--seed``, ...) and ``--set key=value``.
+1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
+2. ``configs/<env>.yaml`` if it exists (shipped with the package as ``steinrl.configs``);
+3. ``configs/presets/<preset>.yaml`` if a preset is named;
+4. ``--config FILE`` files, in order;
+5. the command line: flags and ``--set key=value``.
 
-Every key in a YAML file must be a field of :class:`Config`; an unknown key or a value
-of the wrong type raises :class:`ConfigError` naming the key and the file.
+Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key is accepted
+where exactly one section has it (``batch_size`` -> ``rollout.batch_size``). Values are
+checked against the declared type (``1e-3`` is read as a float, ``5e3`` as an int where
+an int is declared) and range; anything else raises :class:`~steinrl.errors.ConfigError`
+naming the key, where it came from, and what is valid.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.resources
 import difflib
+import importlib.resources
 import math
-import types
-import typing
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from steinrl.errors import ConfigError
+from steinrl.registry import Option, at_least_one, non_negative
 
-#: Directory holding the per-task YAML files (the repository's configs/, installed as steinrl.configs).
+__all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
+           "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
+
+#: The repository's configs/ folder, installed as the package data ``steinrl.configs``.
 CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
 
+#: Top-level options of every run (declared by the Trainer).
+TRAINER_OPTIONS: tuple[Option, ...] = (
+    Option("algo", str, "s2vgd-a2c", "Algorithm <method>-<estimator>, e.g. s2vgd-a2c (see the algorithm table)."),
+    Option("env", str, "CartpoleSwingUp", "Task: a steinrl short name or any Gymnasium id."),
+    Option("seed", int, 0, "Seed of parameter init, action noise and env resets.", check=non_negative),
+    Option("device", str, "cpu", "Torch device of particles, kernel and update (cpu, cuda, cuda:1)."),
+    Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
+    Option("particles", int, 16, "Number of particles M.", check=at_least_one),
+)
 
-@dataclass
-class Config:
-    """Everything a training run needs. Defaults are the papers' RL settings."""
+#: The ``run`` section: bookkeeping of the command-line run loop, not of the algorithm.
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option("logdir", str, "runs", "Root directory; a run lives in <logdir>/<env>/<algo>/<run_name>."),
+    Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
+    Option("checkpoint_every", int, 50, "Write a checkpoint every this many iterations (and at the end).",
+           check=at_least_one),
+    Option("progress", bool, True, "Show a progress bar (false: a log line every log_every iterations)."),
+    Option("log_every", int, 10, "Without a progress bar, print a line every this many iterations.",
+           check=at_least_one),
+    Option("tensorboard", bool, True, "Write TensorBoard event files."),
+    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small, 1 is fastest).",
+           check=non_negative),
+)
 
-    algo: str = "s2vgd-a2c"
-    """Algorithm ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see ``steinrl.run.algos``)."""
-    env: str = "CartpoleSwingUp"
-    """Task: a steinrl short name (Cartpole, CartpoleSwingUp, DoublePendulum) or any Gymnasium id."""
-    seed: int = 0
-    """Seed for parameter init, action noise and env resets."""
-    device: str = "cpu"
-    """Torch device for particles, kernel and update (``cpu``, ``cuda``, ``cuda:1``)."""
-    threads: int = 1
-    """Torch intra-op CPU threads (0 = torch's default). The ops are small: 1 is fastest."""
 
-    # --- sampling -----------------------------------------------------------------
-    particles: int = 16
-    """Number of policy particles M."""
-    iterations: int = 1000
-    """Number of SVGD iterations (one batch of env steps per particle each)."""
-    batch_size: int = 5000
-    """Env steps per particle per iteration (at least; whole episodes are kept)."""
-    envs_per_particle: int = 10
-    """Parallel envs per particle E; all M x E envs step together."""
-    horizon: int = 500
-    """Maximum episode length (time-limit truncation, not termination)."""
-    whole_episodes: bool = True
-    """Whole episodes (the SVPG code's rllab sampler): a particle's envs start new
-    episodes only while its steps so far are below batch_size, and every episode runs to
-    its end, so none is cut by the batch boundary. If false, every env runs exactly
-    ceil(batch_size / envs_per_particle) steps and cut episodes are bootstrapped (A2C) or
-    treated as ended (REINFORCE)."""
-    vectorization: str = "sync"
-    """How Gymnasium ids that are not ours are vectorised: ``sync`` (one process; best
-    for cheap envs and few cores) or ``async`` (a process per env). Our tasks always use
-    their numpy vector env."""
-    normalize_obs: bool = False
-    """Normalise observations by running mean / std (useful for MuJoCo tasks)."""
+class Section(Mapping):
+    """A read-only mapping of validated values with attribute access (``cfg.update.lr``)."""
 
-    # --- objective ----------------------------------------------------------------
-    discount: float = 0.99
-    """Discount factor gamma."""
-    gae_lambda: float = 0.97
-    """GAE(lambda) for the a2c estimator."""
-    normalize_advantages: bool = True
-    """Standardise advantages (or returns, for REINFORCE) per particle batch."""
-    temperature: float = 10.0
-    """SVPG temperature alpha: the target is exp(J / alpha) p(theta)."""
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
 
-    # --- particles and prior ------------------------------------------------------
-    policy_hidden: list[int] = field(default_factory=lambda: [25, 10])
-    """Hidden layer sizes of the policy MLP."""
-    activation: str = "tanh"
-    """Hidden activation of policy and value MLPs (tanh, relu, elu)."""
-    log_std_init: float = 0.0
-    """Initial state-independent log standard deviation (Gaussian policies)."""
-    log_std_in_kernel: bool = False
-    """Gaussian policies: if true, the log-std is part of theta and moved by SVGD with the
-    weights (the SVPG code). With its flat prior the repulsive term then drives the
-    particles' log-stds apart without bound (the mean policy std climbs again late in
-    training and returns fall; see the README's learning benchmark); so by default each
-    particle's log-std follows its own policy gradient through a separate Adam and the
-    kernel sees the network weights."""
-    output_gain: float = 1.0
-    """Init gain of the policy's output layer (1: Glorot, as the SVPG code)."""
-    householder_k: int = 1
-    """Householder reflections per side K (householder prior; 0 = VMG)."""
-    householder_scales: bool = True
-    """Householder prior: learn the diagonal scales Λ1, Λ2 of W = P Λ1 C Λ2 Qᵀ (S²VGD
-    paper, eq. 10-14). False fixes them at 1 (W = P C Qᵀ, as the S²VGD code's RL
-    experiments build it); see the README's learning benchmark for what each does."""
-    prior: str = "gaussian"
-    """Prior on each parameter group: ``gaussian`` (fixed variance) or ``invgamma``
-    (hierarchical, variance marginalised in closed form)."""
-    prior_variance: float = 0.01
-    """Variance of the ``gaussian`` prior."""
-    prior_a: float = 1.0
-    """Shape a of the Inv-Gamma hyper-prior (``invgamma``)."""
-    prior_b: float = 0.1
-    """Scale b of the Inv-Gamma hyper-prior (``invgamma``)."""
-    prior_weight: float | None = None
-    """Weight w of log p(theta) in the target J/alpha + w log p. J is a per-step mean
-    over the particle's batch, so the default (None) is w = 1 / (alpha * batch_size): the
-    prior counts as one step's worth of tempered likelihood. (With w = 1 a variance-0.01
-    prior outweighs the policy gradient by >1e4 and the policy never learns.)"""
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(f"config has no key {key!r}; it has: {', '.join(self._values)}") from None
 
-    # --- SVGD update --------------------------------------------------------------
-    optimizer: str = "adam"
-    """Optimizer applied to -phi: ``adam`` (SVPG code) or ``rmsprop`` (S²VGD paper)."""
-    lr: float = 5e-3
-    """Step size epsilon of the particle update."""
-    bandwidth: str | float = "svpg"
-    """RBF bandwidth h: ``svpg`` (median d^2 / 2 log(M+1)), ``s2vgd`` (med^2 / log M), or a number."""
-    proximal_weight: float = 0.0
-    """Weight of the S²VGD code's proximal term, which pulls each particle towards its
-    position before the last update (``steinrl.core.svgd.proximal_gradient``; 0.1 in that
-    code; 0 = off, as in the SVPG code)."""
-    lr_halving_every: int = 0
-    """If > 0, halve lr every this many iterations after ``lr_halving_start`` (S²VGD code)."""
-    lr_halving_start: int = 200
-    """First iteration at which lr halving may apply."""
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("a config is read-only; use Config.replace({...})")
 
-    # --- critic (a2c) -------------------------------------------------------------
-    critic: str = "mlp"
-    """The a2c baseline: ``mlp`` (a value network per particle, regressed on the GAE
-    targets) or ``linear`` (rllab's LinearFeatureBaseline per particle, as the S²VGD code's
-    actor-critic: least squares on [obs, obs², t, t², t³, 1] fitted to discounted returns)."""
-    value_hidden: list[int] = field(default_factory=lambda: [32, 32])
-    """Hidden layer sizes of each particle's value MLP."""
-    value_lr: float = 3e-3
-    """Adam step size of the value networks."""
-    value_steps: int = 10
-    """Value-regression steps per iteration."""
-    value_minibatch: int = 1024
-    """Samples per particle in each value-regression step."""
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
 
-    # --- bookkeeping --------------------------------------------------------------
-    logdir: str = "runs"
-    """Root directory; a run lives in ``<logdir>/<env>/<algo>/<run_name>``."""
-    run_name: str | None = None
-    """Name of the run directory (default ``seed<seed>-<timestamp>``)."""
-    checkpoint_every: int = 50
-    """Write a checkpoint every this many iterations (and at the end)."""
-    progress: bool = True
-    """Show a progress bar."""
-    tensorboard: bool = True
-    """Write TensorBoard event files."""
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
 
-    # ------------------------------------------------------------------------------
-    def validate(self) -> "Config":
-        """Raise :class:`ConfigError` for values that cannot work; returns self."""
-        positive_int = ["particles", "iterations", "batch_size", "envs_per_particle", "horizon",
-                        "checkpoint_every", "value_steps", "value_minibatch"]
-        for name in positive_int:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        positive = ["lr", "value_lr", "temperature", "prior_variance", "prior_a", "prior_b"]
-        for name in positive:
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a positive number, got {value}")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ConfigError(f"discount must be in [0, 1], got {self.discount}")
-        if not 0.0 <= self.gae_lambda <= 1.0:
-            raise ConfigError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        if self.threads < 0:
-            raise ConfigError(f"threads must be >= 0, got {self.threads}")
-        if self.householder_k < 0:
-            raise ConfigError(f"householder_k must be >= 0, got {self.householder_k}")
-        if self.prior_weight is not None and not (math.isfinite(self.prior_weight) and self.prior_weight >= 0):
-            raise ConfigError(f"prior_weight must be >= 0 or null, got {self.prior_weight}")
-        if not (math.isfinite(self.proximal_weight) and self.proximal_weight >= 0):
-            raise ConfigError(f"proximal_weight must be >= 0, got {self.proximal_weight}")
-        if self.lr_halving_every < 0:
-            raise ConfigError(f"lr_halving_every must be >= 0, got {self.lr_halving_every}")
-        if any(h < 1 for h in self.policy_hidden) or any(h < 1 for h in self.value_hidden):
-            raise ConfigError("hidden layer sizes must be >= 1")
-        _check_choice("prior", self.prior, ["gaussian", "invgamma"])
-        _check_choice("critic", self.critic, ["mlp", "linear"])
-        _check_choice("optimizer", self.optimizer, ["adam", "rmsprop"])
-        _check_choice("vectorization", self.vectorization, ["sync", "async"])
-        _check_choice("activation", self.activation, ["tanh", "relu", "elu"])
-        if isinstance(self.bandwidth, str):
-            _check_choice("bandwidth", self.bandwidth, ["svpg", "s2vgd"])
-        elif not self.bandwidth > 0:
-            raise ConfigError(f"bandwidth must be 'svpg', 's2vgd' or a positive number, got {self.bandwidth}")
-        # Imported here: algos imports this module.
-        from steinrl.run.algos import parse_algo
+    def __len__(self) -> int:
+        return len(self._values)
 
-        parse_algo(self.algo)
-        return self
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._values!r})"
 
-    @property
-    def effective_prior_weight(self) -> float:
-        if self.prior_weight is None:
-            return 1.0 / (self.temperature * self.batch_size)
-        return float(self.prior_weight)
+
+class Config(Section):
+    """A resolved, validated run config (top-level values and :class:`Section` s)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """A nested plain dict (safe to dump as YAML / JSON)."""
+        def plain(v: Any) -> Any:
+            return list(v) if isinstance(v, list) else v
+
+        return {k: ({kk: plain(vv) for kk, vv in v.items()} if isinstance(v, Section) else plain(v))
+                for k, v in self.items()}
+
+    def replace(self, overrides: Mapping[str, Any], where: str = "Config.replace") -> "Config":
+        """A new config with ``overrides`` (nested, dotted or bare keys) applied and validated."""
+        return resolve([(self.to_dict(), "the config"), (dict(overrides), where)])
 
 
-def _check_choice(key: str, value: str, choices: list[str]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+# --- resolution -----------------------------------------------------------------------
+def _items(raw: Mapping[str, Any], where: str) -> list[tuple[tuple[str, ...], Any]]:
+    """Flatten one layer to ``(path, value)``: nested sections and dotted keys become paths."""
+    out = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"config keys must be non-empty strings, got {key!r} in {where}")
+        path = tuple(key.split("."))
+        if len(path) > 2 or not all(path):
+            raise ConfigError(f"config key {key!r} in {where} must be <key> or <section>.<key>")
+        if not isinstance(value, Mapping):
+            out.append((path, value))
+            continue
+        if len(path) != 1:
+            raise ConfigError(f"config key {key!r} in {where} takes a value, not a mapping")
+        for sub, v in value.items():
+            if not isinstance(sub, str) or not sub or "." in sub or isinstance(v, Mapping):
+                raise ConfigError(f"section {key!r} in {where} must map keys to values, got {sub!r}: {v!r}")
+            out.append(((key, sub), v))
+    return out
 
 
-FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
+def _last(layers: list[tuple[list, str]], path: tuple[str, ...], default: Any) -> Any:
+    value = default
+    for items, _ in layers:
+        for p, v in items:
+            if p == path:
+                value = v
+    return value
 
 
-def _unknown_key(key: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, FIELDS, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"unknown config key {key!r} in {where}{hint}; valid keys: {', '.join(FIELDS)}")
+def schema(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, tuple[Option, ...]]:
+    """The sections of ``algo``'s config: ``""`` (top level) -> options, ``"run"``, and the job's.
+
+    :param chosen: part names picked inside the config (e.g. ``{"prior": "joint"}``).
+    """
+    from steinrl.run.algos import parse_algo
+
+    algorithm = parse_algo(algo)
+    job = algorithm.job
+    sections = {"": TRAINER_OPTIONS + tuple(job.options)}
+    sections.update(job.sections(algorithm.method, algorithm.estimator, dict(chosen or {})))
+    sections["run"] = RUN_OPTIONS
+    return sections
 
 
-def _coerce(key: str, value: Any, where: str) -> Any:
-    """Check ``value`` against the annotated type of field ``key`` (ints accepted as floats)."""
-    hint = typing.get_type_hints(Config)[key]
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], where: str) -> tuple[str, Option]:
+    """The (section, option) a key path names; bare keys are looked up in every section."""
+    if len(path) == 1:
+        (key,) = path
+        top = {o.name: o for o in sections[""]}
+        if key in top:
+            return "", top[key]
+        if key in sections:
+            raise ConfigError(f"{key!r} in {where} is a config section; set its keys, e.g. {key}.<key>=... "
+                              f"(keys: {', '.join(o.name for o in sections[key])})")
+        owners = [s for s, opts in sections.items() if s and any(o.name == key for o in opts)]
+        if len(owners) > 1:
+            raise ConfigError(f"config key {key!r} in {where} is ambiguous; use one of "
+                              f"{', '.join(f'{s}.{key}' for s in owners)}")
+        if owners:
+            return owners[0], next(o for o in sections[owners[0]] if o.name == key)
+        valid = [o.name for o in sections[""]] + [f"{s}.{o.name}" for s, opts in sections.items() if s for o in opts]
+        close = difflib.get_close_matches(key, valid + [v.split(".")[-1] for v in valid], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown config key {key!r} in {where}{hint}; valid keys: {', '.join(valid)}")
+    section, key = path
+    if section not in sections or not section:
+        valid = [s for s in sections if s]
+        raise ConfigError(f"unknown config section {section!r} in {where} for this algorithm; "
+                          f"sections: {', '.join(valid)}")
+    options = {o.name: o for o in sections[section]}
+    if key not in options:
+        close = difflib.get_close_matches(key, list(options), n=1)
+        hint = f" (did you mean '{section}.{close[0]}'?)" if close else ""
+        raise ConfigError(f"unknown config key '{section}.{key}' in {where}{hint}; "
+                          f"valid keys of {section}: {', '.join(options) or '(none)'}")
+    return section, options[key]
 
-    def fits(t: Any, v: Any) -> bool:
-        if t is type(None):
-            return v is None
-        origin = typing.get_origin(t)
-        if origin is list:
-            (item,) = typing.get_args(t)
-            return isinstance(v, list) and all(fits(item, x) for x in v)
-        if t is float:
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
-        if t is int:
-            return isinstance(v, int) and not isinstance(v, bool)
-        return isinstance(v, t)
 
-    for t in allowed:
-        if fits(t, value):
-            return float(value) if t is float else value
-    names = " or ".join(getattr(t, "__name__", str(t)).replace("NoneType", "null") for t in allowed)
-    raise ConfigError(f"config key {key!r} in {where} must be {names}, got {value!r}")
+def _type_name(t: Any) -> str:
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string", None: "null",
+            list[int]: "a list of integers"}.get(t, str(t))
 
 
-def apply_overrides(cfg: Config, overrides: dict[str, Any], where: str) -> Config:
-    """Return a copy of ``cfg`` with ``overrides`` applied after type checks."""
-    clean = {}
-    for key, value in overrides.items():
-        if key not in FIELDS:
-            raise _unknown_key(key, where)
-        clean[key] = _coerce(key, value, where)
-    return dataclasses.replace(cfg, **clean)
+def _convert(t: Any, value: Any) -> tuple[bool, Any]:
+    """Try to read ``value`` as type ``t``: ``(ok, converted)``."""
+    if t is None:
+        return value is None, None
+    if t is bool:
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return True, value.lower() == "true"
+        return isinstance(value, bool), value
+    if isinstance(value, bool) or value is None:
+        return False, value
+    if t in (int, float) and isinstance(value, str):
+        try:
+            value = float(value) if t is float or not value.strip().lstrip("+-").isdigit() else int(value)
+        except ValueError:
+            return False, value
+    if t is int:
+        if isinstance(value, float) and math.isfinite(value) and value == int(value):
+            value = int(value)
+        return isinstance(value, int), value
+    if t is float:
+        return isinstance(value, (int, float)), float(value) if isinstance(value, (int, float)) else value
+    if t is str:
+        return isinstance(value, str), value
+    if t == list[int]:
+        if not isinstance(value, list):
+            return False, value
+        items = [_convert(int, v) for v in value]
+        return all(ok for ok, _ in items), [v for _, v in items]
+    raise TypeError(f"unsupported option type {t!r}")
+
+
+def coerce(option: Option, value: Any, key: str, where: str) -> Any:
+    """``value`` checked against ``option`` (type, finiteness, choices, range)."""
+    types = option.type if isinstance(option.type, tuple) else (option.type,)
+    # numbers before strings, so "1e-3" is a number where one is allowed
+    order = sorted(types, key=lambda t: t is str)
+    for t in order:
+        ok, converted = _convert(t, value)
+        if ok:
+            break
+    else:
+        names = " or ".join(_type_name(t) for t in types)
+        raise ConfigError(f"config key {key!r} in {where} must be {names}, got {value!r}")
+    if isinstance(converted, float) and not math.isfinite(converted):
+        raise ConfigError(f"config key {key!r} in {where} must be a finite number, got {value!r}")
+    choices = option.allowed_choices()
+    if isinstance(converted, str) and choices is not None and converted not in choices:
+        raise ConfigError(f"config key {key!r} in {where} must be one of {', '.join(choices)}; got {converted!r}")
+    if option.check is not None and converted is not None and not (isinstance(converted, str) and choices):
+        problem = option.check(converted)
+        if problem:
+            raise ConfigError(f"config key {key!r} in {where} {problem}, got {value!r}")
+    return converted
+
+
+def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
+    """Merge config layers ``(raw mapping, where it came from)`` in order and validate them."""
+    flat = [(_items(raw, where), where) for raw, where in layers]
+    algo = _last(flat, ("algo",), TRAINER_OPTIONS[0].default)
+    chosen = {part: _last(flat, (part, "name"), None) for part in ("prior", "critic")}
+    sections = schema(coerce(TRAINER_OPTIONS[0], algo, "algo", "the config"),
+                      {k: v for k, v in chosen.items() if isinstance(v, str)})
+    values: dict[str, dict[str, Any]] = {s: {o.name: o.default for o in opts} for s, opts in sections.items()}
+    for items, where in flat:
+        for path, value in items:
+            section, option = _locate(path, sections, where)
+            key = f"{section}.{option.name}" if section else option.name
+            values[section][option.name] = coerce(option, value, key, where)
+    from steinrl.run.algos import parse_algo
+
+    parse_algo(values[""]["algo"]).job.check_env(values[""]["env"])
+    return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}})
+
+
+# --- files ------------------------------------------------------------------------------
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects duplicate keys."""
+
+
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing or malformed file raises :class:`ConfigError`."""
+    """Read a YAML mapping (UTF-8, no duplicate keys); any problem raises a one-line :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from None
+        msg = " ".join(str(exc).split())
+        raise ConfigError(f"cannot parse {path}: {msg}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config keys, got {type(data).__name__}")
+        raise ConfigError(f"{path} must hold a mapping of config keys, got a {type(data).__name__}")
     return data
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """Parse ``--set key=value`` items; values are read as YAML scalars (``1e-3``, ``true``, ``[25, 10]``)."""
+    """``--set key=value`` items; values are read as YAML scalars or lists (``[25, 10]``, ``null``, ``true``)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
             out[key.strip()] = yaml.safe_load(raw)
@@ -296,29 +331,47 @@ def env_config_path(env: str) -> Path:
     return CONFIG_DIR / f"{env.replace('/', '_')}.yaml"
 
 
-def resolve_config(
-    env: str | None = None,
-    config_files: list[str] | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> Config:
-    """Build and validate the run config (see module docstring for the order)."""
-    cfg = Config()
+def presets() -> list[str]:
+    """Names of the shipped presets (``configs/presets/*.yaml``)."""
+    return sorted(p.stem for p in (CONFIG_DIR / "presets").glob("*.yaml"))
+
+
+def load_config(algo: str | None = None, env: str | None = None, overrides: Mapping[str, Any] | None = None,
+                config_files: list[str | Path] | tuple = (), preset: str | None = None) -> Config:
+    """The resolved config the CLI would use (see the module docstring for the order).
+
+    :param algo: e.g. ``"s2vgd-a2c"`` (default: the declared default).
+    :param env: task name; its ``configs/<env>.yaml`` applies.
+    :param overrides: keys to set last (nested, dotted or bare), as ``--set`` does.
+    :param config_files: extra YAML files, in order.
+    :param preset: a shipped preset name (``configs/presets/<preset>.yaml``).
+    """
     overrides = dict(overrides or {})
-    env = env or overrides.get("env") or cfg.env
-    env_file = env_config_path(env)
-    if env_file.is_file():
-        cfg = apply_overrides(cfg, load_yaml(env_file), str(env_file))
-    for path in config_files or []:
-        cfg = apply_overrides(cfg, load_yaml(path), str(path))
-    cfg = apply_overrides(cfg, {"env": env, **overrides}, "the command line")
-    return cfg.validate()
+    files = [(load_yaml(p), str(p)) for p in config_files]
+    if env is None:
+        env = overrides.get("env") or next((f["env"] for f, _ in reversed(files) if "env" in f), None)
+    env = TRAINER_OPTIONS[1].default if env is None else env
+    if not isinstance(env, str):
+        raise ConfigError(f"env must be a string, got {env!r}")
+    layers = []
+    if env and env_config_path(env).is_file():
+        layers.append((load_yaml(env_config_path(env)), str(env_config_path(env))))
+    if preset is not None:
+        if preset not in presets():
+            raise ConfigError(f"unknown preset {preset!r}; shipped presets: {', '.join(presets()) or '(none)'}")
+        path = CONFIG_DIR / "presets" / f"{preset}.yaml"
+        layers.append((load_yaml(path), str(path)))
+    layers += files
+    command_line = {"env": env, **({"algo": algo} if algo is not None else {}), **overrides}
+    layers.append((command_line, "the command line"))
+    return resolve(layers)
 
 
-def save_config(cfg: Config, path: str | Path, extra: dict[str, Any] | None = None) -> None:
-    """Write the resolved config (plus ``extra`` metadata under ``_meta``) as YAML."""
+def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
+    """Write the resolved config (plus ``meta`` under ``_meta``) as YAML."""
     data = cfg.to_dict()
-    if extra:
-        data["_meta"] = extra
+    if meta:
+        data["_meta"] = dict(meta)
     Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -326,4 +379,4 @@ def read_run_config(path: str | Path) -> Config:
     """Load a run directory's ``config.yaml`` (ignoring its ``_meta`` block)."""
     data = load_yaml(path)
     data.pop("_meta", None)
-    return apply_overrides(Config(), data, str(path)).validate()
+    return resolve([(data, str(path))])

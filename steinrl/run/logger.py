@@ -35,11 +35,10 @@ class RunLogger:
             self.writer = SummaryWriter(str(self.run_dir), purge_step=start_iteration or None)
 
     def _truncate(self, start_iteration: int) -> None:
-        if not self.metrics_path.exists():
-            return
-        keep = [line for line in self.metrics_path.read_text().splitlines()
-                if line.strip() and json.loads(line)["iteration"] < start_iteration]
-        self.metrics_path.write_text("".join(line + "\n" for line in keep))
+        # rows a killed process wrote past the checkpoint, and a line cut off by the kill, go
+        keep = [row for row in read_metrics(self.run_dir) if row["iteration"] < start_iteration]
+        if self.metrics_path.exists() or keep:
+            self.metrics_path.write_text("".join(json.dumps(row) + "\n" for row in keep))
 
     def log_hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
         """Record the resolved config as TensorBoard hparams (in the run's own event file)."""
@@ -47,7 +46,9 @@ class RunLogger:
             return
         from torch.utils.tensorboard.summary import hparams as hparams_summary
 
-        clean = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in hparams.items()}
+        flat = {(f"{k}.{kk}" if isinstance(v, dict) else k): vv
+                for k, v in hparams.items() for kk, vv in (v.items() if isinstance(v, dict) else [(k, v)])}
+        clean = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in flat.items()}
         for summary in hparams_summary(clean, metrics):
             self.writer.file_writer.add_summary(summary)
 
@@ -69,8 +70,16 @@ class RunLogger:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl``."""
+    """The rows of a run's ``metrics.jsonl`` (a line cut off by a kill is skipped)."""
     path = Path(run_dir) / METRICS_NAME
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("iteration"), int):
+            rows.append(row)
+    return rows

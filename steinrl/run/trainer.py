@@ -1,231 +1,124 @@
-"""The training loop, top to bottom: config -> envs -> agent -> (collect, update) -> logger.
+"""The Trainer: one algorithm's job, stepped one iteration at a time, saved and restored.
 
-Used by ``train.py`` and by the Stable-Baselines3-style :class:`steinrl.sb3.SVPG`.
+Built without side effects (no files, no directories, no global state): the CLI, Ray
+Tune's Trainable and :class:`steinrl.sb3.SVPG` all drive it the same way::
+
+    import steinrl
+    cfg = steinrl.load_config(algo="svgd-a2c", env="Cartpole", overrides={"iterations": 3})
+    trainer = steinrl.Trainer(cfg)
+    while not trainer.done:
+        metrics = trainer.step()          # {"rollout/ep_rew_mean": ..., "train/...": ...}
+    trainer.save("checkpoint.pt")         # atomic; read back without unpickling objects
+    again = steinrl.Trainer(cfg)
+    again.restore("checkpoint.pt")        # continues exactly as the original would
+
+Reproducible: the same config gives the same metrics, and step, save, restore into a
+fresh Trainer, step again gives what stepping on would have given.
 """
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
-import time
-from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
-import gymnasium
-import numpy as np
 import torch
 
-import steinrl.envs as envs
 import steinrl
-from steinrl.rl.agent import Agent, NonFiniteError
-from steinrl.run.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from steinrl.run.config import Config, ConfigError, save_config
-from steinrl.run.logger import RunLogger
-from steinrl.rl.rollout import Batch, Sampler
+from steinrl.errors import ConfigError
+from steinrl.run.algos import parse_algo
+from steinrl.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from steinrl.run.config import Config, resolve
 
-CONFIG_NAME = "config.yaml"
+__all__ = ["Trainer", "check_device", "CHECKPOINT_FORMAT"]
 
-#: Called after every iteration with ``(iteration, scalars)``; returning False stops training.
-IterationCallback = Callable[[int, dict], bool]
-#: Called just before an iteration's rollout with the iteration.
-RolloutStartCallback = Callable[[int], None]
-#: Called just after an iteration's rollout with ``(iteration, batch)``; returning False
-#: stops training before that iteration's update (the checkpoint keeps the iteration undone).
-RolloutEndCallback = Callable[[int, Batch], bool]
-
-
-class TrainingInterrupted(Exception):
-    """Ctrl-C during training; the checkpoint of the last finished iteration was saved."""
-
-
-def run_dir_for(cfg: Config) -> Path:
-    """``<logdir>/<env>/<algo>/<run_name>`` (``/`` in env ids becomes ``_``)."""
-    name = cfg.run_name or f"seed{cfg.seed}-{datetime.now():%Y%m%d-%H%M%S}"
-    return Path(cfg.logdir) / cfg.env.replace("/", "_") / cfg.algo / name
-
-
-def make_envs(cfg: Config) -> gymnasium.vector.VectorEnv:
-    """All ``M * E`` envs of a run as one vector env."""
-    mode = None if envs.is_steinrl_env(cfg.env) else cfg.vectorization
-    return envs.make_vec(cfg.env, cfg.particles * cfg.envs_per_particle, vectorization_mode=mode,
-                         max_episode_steps=cfg.horizon)
+CHECKPOINT_FORMAT = "steinrl.trainer"
+CHECKPOINT_VERSION = 2
+#: Config keys that may differ between a checkpoint and the Trainer restoring it.
+_FREE_KEYS = ("iterations", "device", "run")
 
 
 def check_device(device: str) -> None:
+    """Raise :class:`ConfigError` for a device that is malformed or not available here."""
     try:
         dev = torch.device(device)
     except RuntimeError:
         raise ConfigError(f"device must be a torch device such as cpu or cuda, got {device!r}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
-
-
-def episode_scalars(batch: Batch) -> dict[str, float]:
-    """Rollout scalars: SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max-over-particles."""
-    per_particle = [float(r.mean()) if len(r) else float("nan") for r in batch.episode_returns]
-    all_returns = np.concatenate(batch.episode_returns)
-    all_lengths = np.concatenate(batch.episode_lengths)
-    scalars = {
-        "rollout/ep_rew_mean": float(all_returns.mean()) if len(all_returns) else float("nan"),
-        "rollout/ep_len_mean": float(all_lengths.mean()) if len(all_lengths) else float("nan"),
-        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if len(all_returns) else float("nan"),
-        "rollout/episodes": float(len(all_returns)),
-    }
-    for i, value in enumerate(per_particle):
-        scalars[f"particles/ep_rew_mean_{i:02d}"] = value
-    return scalars
-
-
-class _DeferredInterrupt:
-    """First Ctrl-C asks the loop to stop after the current iteration (and save);
-    a second one interrupts at once. Only active in the main thread."""
-
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-
-    def _handler(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\nCtrl-C: finishing this iteration, saving a checkpoint and stopping "
-              "(press Ctrl-C again to abort at once)", file=sys.stderr)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-        return False
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device {device!r} is not supported; use cpu or cuda")
 
 
 class Trainer:
-    """Owns a run directory and trains an :class:`Agent` in it.
+    """Runs ``config.algo`` on ``config.env``: :meth:`step` is one iteration.
 
-    :param cfg: the resolved config (ignored when resuming: the run's own config is used).
-    :param resume: a run directory to continue from its checkpoint.
-    :param iterations: when resuming, a new total number of iterations (optional).
+    :param config: a resolved config (:func:`steinrl.load_config`).
     """
 
-    def __init__(self, cfg: Config | None, resume: str | Path | None = None, iterations: int | None = None):
-        self.start_iteration = 0
-        state = None
-        if resume is not None:
-            from steinrl.run.config import read_run_config
+    def __init__(self, config: Config) -> None:
+        if not isinstance(config, Config):
+            raise TypeError(f"Trainer takes a steinrl Config (steinrl.load_config(...)), got {type(config).__name__}")
+        check_device(config.device)
+        self.config = config
+        self.algorithm = parse_algo(config.algo)
+        self.iteration = 0  #: iterations done
+        self.job = self.algorithm.job(config)
 
-            self.run_dir = Path(resume)
-            if not (self.run_dir / CONFIG_NAME).is_file():
-                raise ConfigError(f"cannot resume: {self.run_dir} has no {CONFIG_NAME}")
-            cfg = read_run_config(self.run_dir / CONFIG_NAME)
-            if iterations is not None:
-                cfg.iterations = iterations
-            check_device(cfg.device)
-            if (self.run_dir / CHECKPOINT_NAME).is_file():
-                state = load_checkpoint(self.run_dir, map_location=cfg.device)
-                self.start_iteration = int(state["iteration"])
-        else:
-            check_device(cfg.device)
-            self.run_dir = run_dir_for(cfg)
-            if (self.run_dir / CHECKPOINT_NAME).exists():
-                raise ConfigError(f"run directory {self.run_dir} already holds a run; resume it with "
-                                  f"--resume {self.run_dir} or choose another --run-name")
-        self.cfg = cfg
-        if cfg.threads > 0:
-            torch.set_num_threads(cfg.threads)
-        torch.manual_seed(cfg.seed)
-        self.envs = make_envs(cfg)
-        self.sampler = Sampler(self.envs, cfg.particles, cfg.envs_per_particle, cfg.horizon)
-        self.agent = Agent(cfg, self.envs.single_observation_space, self.envs.single_action_space)
-        if state is not None:
-            self.agent.load_state_dict(state["agent"])
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.run_dir / CONFIG_NAME, extra={
-            "steinrl_version": steinrl.__version__, "torch_version": str(torch.__version__),
-            "gymnasium_version": gymnasium.__version__, "python": sys.version.split()[0],
-            "command": " ".join(sys.argv),
-        })
+    @property
+    def done(self) -> bool:
+        """True once ``config.iterations`` iterations are done."""
+        return self.iteration >= self.config.iterations
 
-    def checkpoint(self, next_iteration: int) -> None:
-        """Atomically save everything needed to continue at ``next_iteration``."""
-        save_checkpoint({
-            "iteration": next_iteration,
-            "agent": self.agent.state_dict(),
-            "config": asdict(self.cfg),
-            "steinrl_version": steinrl.__version__,
-        }, self.run_dir / CHECKPOINT_NAME)
+    def step(self, hooks: Any = None) -> dict[str, float] | None:
+        """Run one iteration; returns its scalar metrics.
 
-    def train(self, callback: IterationCallback | None = None, *,
-              on_rollout_start: RolloutStartCallback | None = None,
-              on_rollout_end: RolloutEndCallback | None = None) -> Path:
-        """Run iterations ``start_iteration .. cfg.iterations - 1``; returns the run directory.
-
-        The hooks (used by :class:`steinrl.sb3.SVPG`) see every iteration: ``callback``
-        after it, ``on_rollout_start`` / ``on_rollout_end`` around its rollout.
-
-        Raises :class:`TrainingInterrupted` on Ctrl-C (after saving) and
-        :class:`~steinrl.rl.agent.NonFiniteError` on NaN/inf (keeping the last good checkpoint).
+        :param hooks: job-specific hooks (RL: :class:`steinrl.rl.job.RolloutHooks`); if one
+            vetoes the update, nothing changes and None is returned.
         """
-        cfg, agent = self.cfg, self.agent
-        logger = RunLogger(self.run_dir, self.start_iteration, cfg.tensorboard)
-        if self.start_iteration == 0:
-            logger.log_hparams(cfg.to_dict(), {"rollout/ep_rew_max_particle": float("nan")})
-        progress = None
-        if cfg.progress:
-            from tqdm.auto import tqdm
+        scalars = self.job.step(self.iteration, hooks)
+        if scalars is not None:
+            self.iteration += 1
+        return scalars
 
-            progress = tqdm(total=cfg.iterations, initial=self.start_iteration, unit="it",
-                            desc=f"{cfg.algo} {cfg.env}", dynamic_ncols=True)
-        iteration = self.start_iteration
-        with _DeferredInterrupt() as interrupt:
-            try:
-                for iteration in range(self.start_iteration, cfg.iterations):
-                    if on_rollout_start is not None:
-                        on_rollout_start(iteration)
-                    t0 = time.perf_counter()
-                    batch = agent.collect(self.sampler, iteration)
-                    t1 = time.perf_counter()
-                    if on_rollout_end is not None and on_rollout_end(iteration, batch) is False:
-                        self.checkpoint(iteration)
-                        break
-                    stats = agent.update(batch, iteration)
-                    t2 = time.perf_counter()
-                    steps = batch.num_steps
-                    scalars = episode_scalars(batch)
-                    scalars.update({f"train/{k}": v for k, v in asdict(stats).items() if v is not None})
-                    scalars.update({
-                        "time/fps": steps / (t2 - t0),
-                        "time/rollout_fps": steps / (t1 - t0),
-                        "time/iteration_seconds": t2 - t0,
-                        "time/steps_per_particle": steps / cfg.particles,
-                    })
-                    logger.log(iteration, scalars)
-                    last = iteration + 1 == cfg.iterations
-                    if (iteration + 1) % cfg.checkpoint_every == 0 or last or interrupt.requested:
-                        self.checkpoint(iteration + 1)
-                    if progress is not None:
-                        progress.update(1)
-                        progress.set_postfix(ret=f"{scalars['rollout/ep_rew_mean']:.1f}",
-                                             best=f"{scalars['rollout/ep_rew_max_particle']:.1f}",
-                                             sps=f"{scalars['time/fps']:.0f}", refresh=False)
-                    if interrupt.requested:
-                        raise TrainingInterrupted(
-                            f"interrupted after iteration {iteration}; checkpoint saved in {self.run_dir} "
-                            f"(continue with: python train.py --resume {self.run_dir})")
-                    if callback is not None and callback(iteration, scalars) is False:
-                        if not last:
-                            self.checkpoint(iteration + 1)
-                        break
-            except NonFiniteError as exc:
-                raise NonFiniteError(f"{exc}; the last good checkpoint in {self.run_dir} is kept") from None
-            finally:
-                if progress is not None:
-                    progress.close()
-                logger.close()
-                self.envs.close()
-        return self.run_dir
+    # --- state --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue: iteration, config, the job's state (plain data and tensors)."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "format_version": CHECKPOINT_VERSION,
+            "steinrl_version": steinrl.__version__,
+            "iteration": self.iteration,
+            "config": self.config.to_dict(),
+            "job": self.job.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], where: str = "the checkpoint") -> None:
+        """Continue from ``state`` (:meth:`state_dict`); its config must match this one's
+        except for ``iterations``, ``device`` and the ``run`` section."""
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"{where} is not a steinrl checkpoint (written by steinrl >= 0.2)")
+        if state.get("format_version") != CHECKPOINT_VERSION:
+            raise CheckpointError(f"{where} has checkpoint format {state.get('format_version')!r}; this steinrl "
+                                  f"({steinrl.__version__}) reads format {CHECKPOINT_VERSION}")
+        saved = resolve([(state["config"], where)]).to_dict()
+        mine = self.config.to_dict()
+        differ = sorted(k for k in set(saved) | set(mine) if k not in _FREE_KEYS and saved.get(k) != mine.get(k))
+        if differ:
+            raise CheckpointError(f"{where} was written with a different config ({', '.join(differ)} differ)")
+        try:
+            self.job.load_state_dict(state["job"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            raise CheckpointError(f"{where} does not fit this run: {' '.join(str(exc).split())[:300]}") from None
+        self.iteration = int(state["iteration"])
+
+    def save(self, path: str | Path) -> None:
+        """Atomically write :meth:`state_dict` to ``path``."""
+        save_checkpoint(self.state_dict(), path)
+
+    def restore(self, path: str | Path) -> None:
+        """Load a checkpoint written by :meth:`save` (without unpickling objects)."""
+        self.load_state_dict(load_checkpoint(path, map_location=self.config.device), str(path))
+
+    def close(self) -> None:
+        """Release the job's resources (env processes)."""
+        self.job.close()

@@ -31,9 +31,9 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import Tensor
 
-from steinrl.run.config import Config, apply_overrides
 from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
 from steinrl.rl.policy import EnsemblePolicy
+from steinrl.run.config import Config, resolve
 
 __all__ = ["EnsembleSB3Policy", "config_from_dict"]
 
@@ -42,7 +42,7 @@ def config_from_dict(config: Config | dict[str, Any], where: str = "EnsembleSB3P
     """A validated :class:`~steinrl.run.config.Config` from a Config or its ``to_dict()``."""
     if isinstance(config, Config):
         return config
-    return apply_overrides(Config(), dict(config), where).validate()
+    return resolve([(dict(config), where)])
 
 
 class EnsembleSB3Policy(BasePolicy):

@@ -168,12 +168,15 @@ class StructuredActorCriticPolicy(ActorCriticPolicy):
         self.log_prior = log_prior
         self.prior_weight = float(prior_weight)
         self.prior_variance, self.prior_a, self.prior_b = float(prior_variance), float(prior_a), float(prior_b)
-        self._prior = None
+        prior_model = None
         if log_prior is not None:
+            if log_prior not in ("gaussian", "invgamma"):
+                raise ValueError(f"log_prior must be None, 'gaussian' or 'invgamma', got {log_prior!r}")
             if not (math.isfinite(self.prior_weight) and self.prior_weight >= 0):
                 raise ValueError(f"prior_weight must be >= 0, got {prior_weight}")
-            self._prior = make_prior(log_prior, **({"variance": self.prior_variance} if log_prior == "gaussian"
+            prior_model = make_prior(log_prior, **({"variance": self.prior_variance} if log_prior == "gaussian"
                                                    else {"a": self.prior_a, "b": self.prior_b}))
+        object.__setattr__(self, "_prior", prior_model)  # a fixed prior: no parameters, not a submodule
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:

@@ -1,12 +1,12 @@
 """SVPG behind the Stable-Baselines3 algorithm API (modelled on sb3-contrib's ARS).
 
 :class:`SVPG` is a :class:`~stable_baselines3.common.base_class.BaseAlgorithm` whose
-``learn`` drives the very same training loop as ``train.py``:
-:class:`steinrl.run.trainer.Trainer` with a config resolved by
-:func:`steinrl.run.config.resolve_config` (per-task YAML files included). The model's
-``policy`` is an :class:`~steinrl.sb3.policy.EnsembleSB3Policy` sharing the trainer's
-ensemble, so ``predict``, ``evaluate_policy``, ``EvalCallback`` and
-``CheckpointCallback`` see the current particles.
+``learn`` steps the very same :class:`steinrl.Trainer` as ``train.py``, in memory, with a
+config resolved by :func:`steinrl.load_config` (per-task YAML files included). The
+model's ``policy`` is an :class:`~steinrl.sb3.policy.EnsembleSB3Policy` sharing the
+trainer's ensemble, so ``predict``, ``evaluate_policy``, ``EvalCallback`` and
+``CheckpointCallback`` see the current particles. Scalars go to SB3's logger (and to
+TensorBoard through it when ``tensorboard_log`` is given).
 
 Environments. Training always runs on steinrl's own vectorized env of
 ``particles * envs_per_particle`` copies of the task (next-step autoreset,
@@ -19,11 +19,8 @@ does; for an id or a Gymnasium vector env, a one-env ``DummyVecEnv`` of the task
 what callbacks see as ``training_env``; it does not feed training.
 
 Timesteps. ``num_timesteps`` counts valid env steps over all particles (reset steps of
-the vector env are not counted). With ``whole_episodes=True`` (the default) one iteration
-collects at least ``particles * batch_size`` of them, so ``learn(total_timesteps)`` runs
-at most ``ceil(remaining / (particles * batch_size))`` iterations and stops at the end of
-the first iteration at which ``num_timesteps >= total_timesteps`` (SB3's rule: a lower
-bound). With ``whole_episodes=False`` it keeps adding iterations until that holds.
+the vector env are not counted). ``learn(total_timesteps)`` stops at the end of the first
+iteration at which ``num_timesteps >= total_timesteps`` (SB3's rule: a lower bound).
 
 Callbacks. Per iteration: ``on_rollout_start`` before the rollout; after it,
 ``on_step`` once per vector step that had a valid env step (``num_timesteps`` advanced
@@ -38,16 +35,10 @@ False stops training after this iteration's update (not before it, as in SB3).
 from __future__ import annotations
 
 import io
-import math
 import pathlib
-import shutil
 import sys
-import tempfile
 import time
 import warnings
-import weakref
-from dataclasses import replace
-from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 import gymnasium as gym
@@ -62,20 +53,23 @@ from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import get_device
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, unwrap_vec_normalize
 
-import steinrl.envs as envs
 import steinrl
-from steinrl.run.config import Config, ConfigError, resolve_config
-from steinrl.sb3.policy import EnsembleSB3Policy, config_from_dict
-from steinrl.run.trainer import Trainer, run_dir_for
+from steinrl import envs
+from steinrl.errors import ConfigError
+from steinrl.rl.job import RolloutHooks
+from steinrl.run.checkpoint import CheckpointError, load_checkpoint
+from steinrl.run.config import Config, load_config
+from steinrl.run.trainer import Trainer
+from steinrl.sb3.policy import EnsembleSB3Policy
 
 __all__ = ["SVPG", "env_id_of"]
 
 SelfSVPG = TypeVar("SelfSVPG", bound="SVPG")
 
 FORMAT = "steinrl.sb3.SVPG"
-FORMAT_VERSION = 1
-# Config keys that belong to one process's bookkeeping, not to the model.
-_LOCAL_KEYS = ("logdir", "run_name", "tensorboard", "progress", "device")
+FORMAT_VERSION = 2
+# Config entries that belong to one process, not to the model.
+_LOCAL_KEYS = ("run", "device")
 
 
 def _short_name(env_id: str) -> str:
@@ -117,16 +111,7 @@ def env_id_of(env: Any) -> str:
 
 def _view_env(cfg: Config) -> VecEnv:
     """A one-env SB3 VecEnv of the task (what ``get_env()`` returns when no VecEnv was given)."""
-    return DummyVecEnv([lambda: Monitor(envs.make(cfg.env, max_episode_steps=cfg.horizon))])
-
-
-def _unique_run_name(cfg: Config) -> str:
-    base = f"seed{cfg.seed}-{datetime.now():%Y%m%d-%H%M%S}"
-    name, k = base, 0
-    while run_dir_for(replace(cfg, run_name=name)).exists():
-        k += 1
-        name = f"{base}-{k}"
-    return name
+    return DummyVecEnv([lambda: Monitor(envs.make(cfg.env, max_episode_steps=cfg.rollout.horizon))])
 
 
 class SVPG(BaseAlgorithm):
@@ -136,23 +121,22 @@ class SVPG(BaseAlgorithm):
         (the only policy class; its architecture comes from the steinrl config).
     :param env: env id (steinrl short name or Gymnasium id), Gymnasium env, Gymnasium
         ``VectorEnv`` or SB3 ``VecEnv`` (see module docstring).
-    :param algo: ``<update>-<estimator>``, e.g. ``s2vgd-a2c`` (see :mod:`steinrl.run.algos`).
+    :param algo: ``<method>-<estimator>``, e.g. ``s2vgd-a2c`` (see :mod:`steinrl.run.algos`).
     :param particles: number of policy particles M.
     :param policy_kwargs: :class:`EnsembleSB3Policy` acting options for ``predict``:
         ``act_mode`` (``"sample"``, ``"particle"``, ``"mean"``), ``particle``, ``seed``
         (default: the model's seed).
     :param seed: run seed (parameter init, action noise, env resets); None draws one.
     :param device: torch device (``"auto"``: cuda if available).
-    :param tensorboard_log: directory for TensorBoard logs. SB3's logger writes
-        ``<tensorboard_log>/<tb_log_name>_<n>`` (x-axis: timesteps); the steinrl run
-        (config.yaml, metrics.jsonl, checkpoint.pt, TensorBoard by iteration, hparams)
-        lives in ``<tensorboard_log>/<env>/<algo>/<run_name>``. Without it the steinrl run
-        goes to a temporary directory removed with the model, without TensorBoard files.
+    :param tensorboard_log: directory of SB3's TensorBoard logs (``<dir>/<tb_log_name>_<n>``).
     :param verbose: 0 quiet, 1 SB3's stdout table every ``log_interval`` iterations.
     :param config_files: extra steinrl YAML config files (as ``train.py --config``).
-    :param config_overrides: any other :class:`~steinrl.run.config.Config` field, e.g.
-        ``batch_size=1000``, ``envs_per_particle=4``, ``temperature=10.0``, ``lr=5e-3``,
-        ``horizon=500`` (``learning_rate`` is accepted as an alias of ``lr``).
+    :param config: a whole nested steinrl config (as :meth:`save` stores it), applied
+        before ``config_overrides``.
+    :param config_overrides: any other steinrl config key, bare where unambiguous or dotted
+        through a dict, e.g. ``batch_size=1000``, ``envs_per_particle=4``,
+        ``temperature=10.0``, ``horizon=500`` (``learning_rate`` is the particle update's
+        ``update.lr``).
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
@@ -173,37 +157,29 @@ class SVPG(BaseAlgorithm):
         tensorboard_log: str | None = None,
         verbose: int = 0,
         config_files: list[str] | None = None,
+        config: dict[str, Any] | None = None,
         _init_setup_model: bool = True,
         **config_overrides: Any,
     ):
         if not (policy in self.policy_aliases or policy is EnsembleSB3Policy):
             raise ValueError(f"SVPG trains an EnsembleSB3Policy; got policy={policy!r} "
-                             f"(use 'MlpPolicy' and set the architecture with policy_hidden=[...])")
+                             f"(use 'MlpPolicy' and set the architecture with hidden=[...])")
         name = env_id_of(env)
         if "learning_rate" in config_overrides:
             lr = config_overrides.pop("learning_rate")
             if callable(lr):
-                raise ConfigError("SVPG takes a constant learning rate (config key lr); the steinrl "
-                                  "schedule is lr_halving_every / lr_halving_start")
-            config_overrides["lr"] = lr
-        for key in ("env", "logdir", "tensorboard", "progress"):
-            if key in config_overrides:
-                raise ConfigError(f"{key!r} is set by SVPG (env, tensorboard_log, learn(progress_bar=...)), "
-                                  "not a config override")
+                raise ConfigError("SVPG takes a constant learning rate (update.lr); the steinrl schedule is "
+                                  "update.lr_halving_every / update.lr_halving_start")
+            config_overrides["update.lr"] = lr
+        if "env" in config_overrides:
+            raise ConfigError("'env' is set by SVPG's env argument, not a config override")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0] & 0x7FFFFFFF)
         torch_device = get_device(device)
-        self._tmpdir: str | None = None
-        if tensorboard_log is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="steinrl-svpg-")
-            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
-        overrides = dict(algo=algo, particles=particles, seed=int(seed), device=str(torch_device),
-                         logdir=tensorboard_log or self._tmpdir, tensorboard=tensorboard_log is not None,
-                         progress=False, **config_overrides)
-        cfg = resolve_config(name, config_files=config_files, overrides=overrides)
-        if cfg.run_name is None:
-            cfg.run_name = _unique_run_name(cfg)
-        self.cfg = cfg
+        files = list(config_files or [])
+        overrides = {k: v for k, v in (config or {}).items() if k not in _LOCAL_KEYS}
+        overrides.update(algo=algo, particles=particles, seed=int(seed), device=str(torch_device), **config_overrides)
+        self.cfg = load_config(env=name, overrides=overrides, config_files=files)
 
         if isinstance(env, VecEnv):
             view = env
@@ -213,67 +189,51 @@ class SVPG(BaseAlgorithm):
         elif isinstance(env, gym.Env):
             view = env
         else:
-            view = _view_env(cfg)
+            view = _view_env(self.cfg)
 
         super().__init__(
             policy=EnsembleSB3Policy,
             env=view,
-            learning_rate=cfg.lr,
+            learning_rate=self.cfg.update.lr,
             policy_kwargs=policy_kwargs,
             tensorboard_log=tensorboard_log,
             verbose=verbose,
             device=torch_device,
             support_multi_env=True,
-            seed=cfg.seed,
+            seed=self.cfg.seed,
             supported_action_spaces=(spaces.Box, spaces.Discrete),
         )
-        self.algo = cfg.algo
-        self.particles = cfg.particles
-        self._iteration = 0  # SVGD iterations done
+        self.algo = self.cfg.algo
+        self.particles = self.cfg.particles
         self._stop = False
-        self._trainer: Trainer | None = None
+        self.trainer: Trainer | None = None
         if _init_setup_model:
             self._setup_model()
 
     # --- model --------------------------------------------------------------------
-    @property
-    def run_dir(self) -> pathlib.Path:
-        """The steinrl run directory (config.yaml, metrics.jsonl, checkpoint.pt)."""
-        return run_dir_for(self.cfg)
-
     def _setup_model(self) -> None:
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
-        # The run is created exactly as train.py creates it (same init for the same seed),
-        # checkpointed at iteration 0; every learn() continues it as train.py --resume does.
-        trainer = Trainer(self.cfg)
-        trainer.envs.close()
-        trainer.checkpoint(0)
-        self._adopt(trainer)
-        single_obs = trainer.envs.single_observation_space
-        single_act = trainer.envs.single_action_space
+        # The same Trainer train.py steps (same init for the same seed), held in memory.
+        self.trainer = Trainer(self.cfg)
+        single_obs = self.trainer.job.envs.single_observation_space
+        single_act = self.trainer.job.envs.single_action_space
         if single_obs.shape != self.observation_space.shape or single_act != self.action_space:
             raise ValueError(f"the env's spaces ({self.observation_space}, {self.action_space}) differ from those of "
                              f"the task {self.cfg.env!r} SVPG trains on ({single_obs}, {single_act})")
         kwargs = {"seed": self.cfg.seed, **self.policy_kwargs}
         self.policy = EnsembleSB3Policy(self.observation_space, self.action_space, self.cfg,
-                                        ensemble=trainer.agent.policy, **kwargs)
-
-    def _adopt(self, trainer: Trainer) -> None:
-        self._trainer = trainer
-        self.cfg = trainer.cfg
-        if getattr(self, "policy", None) is not None:
-            self.policy.set_ensemble(trainer.agent.policy)
+                                        ensemble=self.agent.policy, **kwargs)
 
     @property
     def agent(self):
-        """The :class:`steinrl.rl.agent.Agent` (particles, critic, optimizers)."""
-        return self._trainer.agent
+        """The :class:`steinrl.rl.agent.SVPGAgent` (particles, critic, optimizers)."""
+        return self.trainer.job.agent
 
     @property
     def iteration(self) -> int:
-        """SVGD iterations done so far."""
-        return self._iteration
+        """Particle updates (iterations) done so far."""
+        return self.trainer.iteration
 
     # --- training -----------------------------------------------------------------
     def learn(
@@ -288,22 +248,19 @@ class SVPG(BaseAlgorithm):
         """Train for (at least) ``total_timesteps`` valid env steps over all particles.
 
         :param log_interval: dump SB3's logger every this many iterations.
-        :param progress_bar: steinrl's per-iteration tqdm bar.
+        :param progress_bar: SB3's progress bar over timesteps.
         """
         total_timesteps, callback = self._setup_learn(total_timesteps, callback, reset_num_timesteps,
-                                                      tb_log_name, progress_bar=False)
+                                                      tb_log_name, progress_bar)
         self._stop = False
         callback.on_training_start(locals(), globals())
-        per_iteration = self.cfg.particles * self.cfg.batch_size
+        hooks = RolloutHooks(on_rollout_start=lambda it: callback.on_rollout_start(),
+                             on_rollout_end=lambda it, batch: self._on_rollout_end(batch, callback))
         while self.num_timesteps < total_timesteps and not self._stop:
-            n_iter = max(1, math.ceil((total_timesteps - self.num_timesteps) / per_iteration))
-            trainer = Trainer(None, resume=self.run_dir, iterations=self._iteration + n_iter)
-            trainer.cfg.progress = progress_bar
-            self._adopt(trainer)
-            trainer.train(
-                callback=lambda it, scalars: self._on_iteration(it, scalars, total_timesteps, log_interval),
-                on_rollout_start=lambda it: callback.on_rollout_start(),
-                on_rollout_end=lambda it, batch: self._on_rollout_end(batch, callback))
+            scalars = self.trainer.step(hooks)
+            if scalars is None:  # a callback stopped training before the update
+                break
+            self._on_iteration(scalars, total_timesteps, log_interval)
         callback.on_training_end()
         return self
 
@@ -341,13 +298,11 @@ class SVPG(BaseAlgorithm):
             if self._stop:
                 continue  # keep counting the steps the update uses, stop calling back
             callback.update_locals({"rewards": rewards[t] * valid[t], "dones": ended[t].copy(), "infos": infos,
-                                    "iteration": self._iteration})
+                                    "iteration": self.iteration})
             if not callback.on_step():
                 self._stop = True
 
-    def _on_iteration(self, iteration: int, scalars: dict[str, float], total_timesteps: int,
-                      log_interval: int) -> bool:
-        self._iteration = iteration + 1
+    def _on_iteration(self, scalars: dict[str, float], total_timesteps: int, log_interval: int) -> None:
         self._n_updates += 1
         self._update_current_progress_remaining(self.num_timesteps, total_timesteps)
         for key, value in scalars.items():
@@ -357,25 +312,22 @@ class SVPG(BaseAlgorithm):
             self.logger.record(key, value, exclude=exclude)
         elapsed = max((time.time_ns() - self.start_time) / 1e9, sys.float_info.epsilon)
         self.logger.record("time/fps", int((self.num_timesteps - self._num_timesteps_at_start) / elapsed))
-        self.logger.record("time/iterations", self._iteration, exclude="tensorboard")
+        self.logger.record("time/iterations", self.iteration, exclude="tensorboard")
         self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/learning_rate", self.agent.svgd.optimizer.param_groups[0]["lr"])
         if log_interval is not None and log_interval > 0 and self._n_updates % log_interval == 0:
             self.logger.dump(step=self.num_timesteps)
-        return not (self._stop or self.num_timesteps >= total_timesteps)
 
     # --- save / load --------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
-        cfg = {k: v for k, v in self.cfg.to_dict().items() if k not in _LOCAL_KEYS}
         policy = self.policy
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "config": cfg,
-            "agent": self.agent.state_dict(),
-            "iteration": self._iteration,
+            "config": {k: v for k, v in self.cfg.to_dict().items() if k not in _LOCAL_KEYS},
+            "trainer": self.trainer.state_dict(),
             "num_timesteps": int(self.num_timesteps),
             "n_updates": int(self._n_updates),
             "policy": {"act_mode": policy.act_mode, "particle": policy.particle, "seed": policy.seed},
@@ -389,8 +341,8 @@ class SVPG(BaseAlgorithm):
         include: Any = None,
     ) -> None:
         """Write the model with ``torch.save`` (a zip archive; ``.zip`` is appended to a
-        path without suffix, as SB3 does). It holds only state dicts, numbers, strings and
-        the config dict, and is read back with ``torch.load(weights_only=True)``.
+        path without suffix, as SB3 does). It holds only tensors, numbers, strings, lists
+        and dicts, and is read back with ``torch.load(weights_only=True)``.
 
         ``exclude`` / ``include`` are accepted for SB3 compatibility and ignored.
         """
@@ -412,25 +364,24 @@ class SVPG(BaseAlgorithm):
         force_reset: bool = True,
         **kwargs: Any,
     ) -> SelfSVPG:
-        """Rebuild a model written by :meth:`save`; ``env`` (default: the saved task) is the
-        env to continue training on. ``kwargs`` go to the constructor (``tensorboard_log``,
-        ``verbose``, ``policy_kwargs``, config overrides)."""
+        """Rebuild a model written by :meth:`save` (read without unpickling objects);
+        ``env`` (default: the saved task) is the env to continue training on. ``kwargs`` go
+        to the constructor (``tensorboard_log``, ``verbose``, ``policy_kwargs``, config keys)."""
         if isinstance(path, (str, pathlib.Path)):
             path = pathlib.Path(path)
             if not path.exists() and path.with_suffix(".zip").exists():
                 path = path.with_suffix(".zip")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise ValueError(f"{path} is not an SVPG model saved by steinrl.sb3.SVPG.save")
+            state = load_checkpoint(path)
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(f"{path} is not an SVPG model saved by this steinrl's steinrl.sb3.SVPG.save")
         cfg = dict(state["config"])
-        config_from_dict(cfg, str(path))  # validates
+        top = {k: cfg.pop(k) for k in ("algo", "particles", "seed") if k in cfg}
         env_name = cfg.pop("env")
-        arguments = {**cfg, "policy_kwargs": dict(state["policy"]), **kwargs}
-        model = cls("MlpPolicy", env if env is not None else env_name, device=device, **arguments)
-        model.agent.load_state_dict(state["agent"])  # copies into tensors on the model's device
-        model._iteration = int(state["iteration"])
+        model = cls("MlpPolicy", env if env is not None else env_name, device=device, config=cfg,
+                    **{**top, "policy_kwargs": dict(state["policy"]), **kwargs})
+        model.trainer.load_state_dict(state["trainer"], str(path))
         model.num_timesteps = int(state["num_timesteps"])
         model._n_updates = int(state["n_updates"])
-        model._trainer.checkpoint(model._iteration)  # learn() continues from here
         return model
-

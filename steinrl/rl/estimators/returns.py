@@ -66,3 +66,18 @@ def standardize(x: np.ndarray, mask: np.ndarray, axis: tuple[int, ...], eps: flo
     """(x - mean) / std over the ``mask``-ed entries along ``axis``; masked-out entries become 0."""
     mean, var = masked_mean_var(x, mask, axis)
     return np.where(mask, (x - mean) / (np.sqrt(var) + eps), 0.0)
+
+
+def explained_variance(values: np.ndarray, targets: np.ndarray, valid: np.ndarray) -> float:
+    """1 - Var[targets - values] / Var[targets] over ``valid`` entries, per particle, averaged.
+
+    :param values: ``(T, M, E)`` value predictions made before fitting (as SB3 reports it).
+    :param targets: ``(T, M, E)`` value targets.
+    :param valid: ``(T, M, E)`` bool mask.
+    """
+    vt = masked_mean_var(targets, valid, axis=(0, 2))[1].reshape(-1)
+    ok = vt > 0
+    if not ok.any():
+        return float("nan")
+    resid = masked_mean_var(targets - values, valid, axis=(0, 2))[1].reshape(-1)
+    return float(np.mean(1.0 - resid[ok] / vt[ok]))

@@ -1,0 +1,44 @@
+"""Particle methods: a prior family (layer) paired with a particle update.
+
+An algorithm name is ``<method>-<estimator>`` (``s2vgd-a2c``, ``svgd-ts``): the method
+fixes how a particle's weights are parameterised and how particles are coupled.
+
+==============  ==================  ============  =========================================
+method          layer / prior       update        paper
+==============  ==================  ============  =========================================
+``svgd``        gaussian (dense)    svgd (RBF)    SVPG (Liu et al., 2017)
+``s2vgd``       householder (K=1)   svgd          S²VGD (Zhang et al., 2018)
+``vmg``         householder (K=0)   svgd          S²VGD's VMG prior (no reflections)
+``kron``        kronecker           svgd          K-Linear prior of the Kronecker-flow paper
+``independent`` gaussian (dense)    independent   independent particles, the papers' baseline
+==============  ==================  ============  =========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from steinrl.registry import Registry
+
+__all__ = ["Method", "METHODS"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A layer family (registered in :data:`steinrl.core.layers.LAYERS`), an update
+    (:data:`steinrl.core.svgd.UPDATES`) and the layer options it fixes by default."""
+
+    layer: str
+    update: str
+    doc: str
+    layer_defaults: dict[str, Any] = field(default_factory=dict)
+
+
+METHODS: Registry[Method] = Registry("particle method")
+METHODS.register("svgd", Method("gaussian", "svgd", "SVPG: dense weights, N(0, σ²) prior, RBF kernel."))
+METHODS.register("s2vgd", Method("householder", "svgd", "S²VGD: W = P Λ1 C Λ2 Qᵀ with Householder P, Q."))
+METHODS.register("vmg", Method("householder", "svgd", "S²VGD's VMG prior: Householder layer with K = 0.",
+                               {"K": 0}))
+METHODS.register("kron", Method("kronecker", "svgd", "K-Linear prior: W = A Λ1 C Λ2 Bᵀ, unit-triangular A, B."))
+METHODS.register("independent", Method("gaussian", "independent", "Independent particles (no kernel)."))

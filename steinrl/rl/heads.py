@@ -1,0 +1,198 @@
+"""Policy heads: the action distribution on top of the ensemble MLP's outputs.
+
+A head turns the network outputs ``out (..., out_dim)`` of every particle into actions.
+It is picked from the action space (:func:`head_for`), and it is the only place that
+knows whether actions are continuous or discrete: rollout, evaluation and the SB3 policy
+all act through :meth:`PolicyHead.sample` / :meth:`PolicyHead.ensemble_action`.
+
+- :class:`GaussianHead` (``Box``): a Gaussian with a state-independent log-std per
+  particle, ``log_std (M, A)``; ``out`` is the mean.
+- :class:`CategoricalHead` (``Discrete``): ``out`` are the logits; sampling is
+  Gumbel-max, so pre-drawn noise makes it exact and cheap.
+
+:meth:`PolicyHead.sample` only adds, multiplies and takes ``argmax(-1)``, so it works on
+torch tensors and on numpy arrays alike (the CPU rollout acts in numpy).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from steinrl.registry import Option, Registry
+
+__all__ = ["PolicyHead", "GaussianHead", "CategoricalHead", "HEADS", "head_for"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+Array = Any  # a torch Tensor or a numpy array
+
+
+class PolicyHead(nn.Module):
+    """Base class of action distributions over ``(M, B, out_dim)`` network outputs.
+
+    :param num_particles: M.
+    :param action_space: the single-env action space (see :meth:`supports`).
+    """
+
+    options: tuple[Option, ...] = ()
+
+    def __init__(self, num_particles: int, action_space: gym.Space) -> None:
+        super().__init__()
+        self.num_particles = int(num_particles)
+
+    @staticmethod
+    def supports(action_space: gym.Space) -> bool:
+        raise NotImplementedError
+
+    out_dim: int  #: outputs the network must produce
+
+    def draw_noise(self, shape: tuple[int, ...], generator: torch.Generator | None,
+                   device: torch.device | str) -> Tensor:
+        """Noise for a batch of ``shape`` (e.g. ``(T, M, E)``): ``(*shape, out_dim)``."""
+        raise NotImplementedError
+
+    def scale(self) -> Tensor | None:
+        """Per-particle noise scale ``(M, 1, out_dim)`` that :meth:`sample` takes (None: unused)."""
+        return None
+
+    def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
+        """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action."""
+        raise NotImplementedError
+
+    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``, for ``out (M, B, out_dim)``."""
+        raise NotImplementedError
+
+    def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+        """One action per state from all particles' outputs ``out (M, B, out_dim)`` (the ``mean`` acting mode)."""
+        raise NotImplementedError
+
+    def kernel_parameters(self) -> list[nn.Parameter]:
+        """Head parameters moved by SVGD with the network weights."""
+        return []
+
+    def own_parameters(self) -> list[nn.Parameter]:
+        """Head parameters following their own per-particle gradient (their own optimizer)."""
+        return []
+
+    def diagnostics(self) -> dict[str, float]:
+        """Scalars to log under ``train/``."""
+        return {}
+
+
+class GaussianHead(PolicyHead):
+    """Gaussian policy ``N(out, exp(log_std)²)`` with a state-independent log-std per particle."""
+
+    options = (
+        Option("log_std_init", float, 0.0, "Initial log standard deviation of the Gaussian policy (Box actions)."),
+        Option("log_std_in_kernel", bool, False,
+               "Box actions: move the log-std with the weights by SVGD (the SVPG code); by default each particle's "
+               "log-std follows its own policy gradient (a separate Adam), since the repulsive term drives in-kernel "
+               "log-stds apart without bound."),
+    )
+
+    def __init__(self, num_particles: int, action_space: gym.Space, log_std_init: float = 0.0,
+                 log_std_in_kernel: bool = False) -> None:
+        super().__init__(num_particles, action_space)
+        self.out_dim = int(action_space.shape[0])
+        self.log_std_in_kernel = bool(log_std_in_kernel)
+        self.log_std = nn.Parameter(torch.full((num_particles, self.out_dim), float(log_std_init)))
+
+    @staticmethod
+    def supports(action_space: gym.Space) -> bool:
+        return isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+
+    def draw_noise(self, shape: tuple[int, ...], generator: torch.Generator | None,
+                   device: torch.device | str) -> Tensor:
+        return torch.randn((*shape, self.out_dim), generator=generator, device=device)
+
+    def scale(self) -> Tensor:
+        return self.log_std.exp().unsqueeze(1)  # M 1 A
+
+    def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
+        if noise is None:
+            return out
+        return out + scale * noise
+
+    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        log_std = self.log_std.unsqueeze(1)  # M 1 A
+        z = (actions - out) * torch.exp(-log_std)
+        logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)  # M B
+        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)  # M
+        return logp, entropy
+
+    def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+        if not deterministic:
+            out = out + self.scale() * torch.randn(out.shape, generator=generator, device=out.device)
+        return out.mean(0)
+
+    def kernel_parameters(self) -> list[nn.Parameter]:
+        return [self.log_std] if self.log_std_in_kernel else []
+
+    def own_parameters(self) -> list[nn.Parameter]:
+        return [] if self.log_std_in_kernel else [self.log_std]
+
+    def diagnostics(self) -> dict[str, float]:
+        return {"policy_std": float(self.log_std.detach().exp().mean())}
+
+
+class CategoricalHead(PolicyHead):
+    """Categorical policy over ``Discrete(n)`` actions; ``out`` are the logits."""
+
+    def __init__(self, num_particles: int, action_space: gym.Space) -> None:
+        super().__init__(num_particles, action_space)
+        self.out_dim = int(action_space.n)
+
+    @staticmethod
+    def supports(action_space: gym.Space) -> bool:
+        return isinstance(action_space, gym.spaces.Discrete)
+
+    def draw_noise(self, shape: tuple[int, ...], generator: torch.Generator | None,
+                   device: torch.device | str) -> Tensor:
+        u = torch.rand((*shape, self.out_dim), generator=generator, device=device).clamp_(1e-10, 1.0 - 1e-7)
+        return -torch.log(-torch.log(u))  # Gumbel(0, 1)
+
+    def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
+        return (out if noise is None else out + noise).argmax(-1)  # Gumbel-max
+
+    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        logp_all = torch.log_softmax(out, -1)
+        logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)  # M B
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean(-1)  # M
+        return logp, entropy
+
+    def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
+        probs = torch.softmax(out, -1).mean(0)  # B A: the particles' mean action probabilities
+        if deterministic:
+            return probs.argmax(-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+#: Policy heads by name; :func:`head_for` picks the one that supports an action space.
+HEADS: Registry[type[PolicyHead]] = Registry("policy head")
+HEADS.register("gaussian", GaussianHead)
+HEADS.register("categorical", CategoricalHead)
+
+
+def head_for(action_space: gym.Space) -> type[PolicyHead]:
+    """The registered head class that supports ``action_space``."""
+    for _, cls in HEADS.items():
+        if cls.supports(action_space):
+            return cls
+    raise ValueError(f"no registered policy head supports the action space {action_space} "
+                     f"(heads: {', '.join(HEADS.names())}: 1-D Box and Discrete)")
+
+
+def space_bounds(action_space: gym.Space) -> tuple[np.ndarray, np.ndarray] | None:
+    """Finite (low, high) of a Box action space, for clipping sampled actions; else None."""
+    if isinstance(action_space, gym.spaces.Box):
+        low, high = action_space.low.astype(np.float32), action_space.high.astype(np.float32)
+        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+            return low, high
+    return None

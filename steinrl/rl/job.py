@@ -1,0 +1,165 @@
+"""The RL job a :class:`steinrl.Trainer` steps: envs + sampler + :class:`SVPGAgent`.
+
+:class:`PolicyGradientJob` declares the config sections an RL algorithm needs
+(:meth:`PolicyGradientJob.sections`) and runs one iteration per :meth:`step`:
+collect a batch with every particle, update, and return the iteration's scalars
+(SB3's ``rollout/...`` keys, the papers' ``rollout/ep_rew_max_particle``, ``train/...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+
+from steinrl import envs
+from steinrl.core.layers import LAYERS
+from steinrl.core.methods import METHODS
+from steinrl.core.priors import PRIORS
+from steinrl.core.svgd import UPDATES
+from steinrl.registry import Option, non_negative, options_of, positive
+from steinrl.rl.agent import SVPGAgent
+from steinrl.rl.critics import CRITICS
+from steinrl.rl.estimators import ESTIMATORS
+from steinrl.rl.heads import HEADS
+from steinrl.rl.policy import POLICY_OPTIONS
+from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
+
+__all__ = ["PolicyGradientJob", "RolloutHooks", "episode_scalars", "make_envs"]
+
+
+def _nullable_non_negative(value: Any) -> str | None:
+    return None if value is None else non_negative(value)
+
+
+@dataclass
+class RolloutHooks:
+    """Calls around an iteration's rollout (used by :class:`steinrl.sb3.SVPG`).
+
+    ``on_rollout_end`` returning False skips the update: the iteration is not done.
+    """
+
+    on_rollout_start: Callable[[int], None] | None = None
+    on_rollout_end: Callable[[int, Batch], bool] | None = None
+
+
+def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
+    """All ``M * E`` envs of a run as one vector env."""
+    mode = None if envs.is_steinrl_env(cfg.env) else cfg.rollout.vectorization
+    return envs.make_vec(cfg.env, cfg.particles * cfg.rollout.envs_per_particle, vectorization_mode=mode,
+                         max_episode_steps=cfg.rollout.horizon)
+
+
+def episode_scalars(batch: Batch) -> dict[str, float]:
+    """Rollout scalars: SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max-over-particles."""
+    per_particle = [float(r.mean()) if len(r) else float("nan") for r in batch.episode_returns]
+    all_returns = np.concatenate(batch.episode_returns)
+    all_lengths = np.concatenate(batch.episode_lengths)
+    any_episode = len(all_returns) > 0
+    scalars = {
+        "rollout/ep_rew_mean": float(all_returns.mean()) if any_episode else float("nan"),
+        "rollout/ep_len_mean": float(all_lengths.mean()) if any_episode else float("nan"),
+        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if any_episode else float("nan"),
+        "rollout/episodes": float(len(all_returns)),
+    }
+    for i, value in enumerate(per_particle):
+        scalars[f"particles/ep_rew_mean_{i:02d}"] = value
+    return scalars
+
+
+class PolicyGradientJob:
+    """M policy particles on ``M * E`` envs, trained by SVPG one iteration per :meth:`step`.
+
+    :param cfg: the resolved config of an RL algorithm (``<method>-<estimator>``).
+    """
+
+    #: The estimators an algorithm name of this job may end in (``<method>-<estimator>``).
+    estimators = ESTIMATORS
+    #: The scalar summarising a run (the papers' metric): its final and best values end a CLI run.
+    headline_metric = "rollout/ep_rew_max_particle"
+    #: Top-level options of RL runs (besides the Trainer's own).
+    options: tuple[Option, ...] = (
+        Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
+               check=positive),
+    )
+
+    @staticmethod
+    def sections(method: str, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
+        """The config sections of ``<method>-<estimator>``.
+
+        :param chosen: the part names picked inside the config (``prior``, ``critic``).
+        """
+        m = METHODS.get(method)
+        est = ESTIMATORS.get(estimator)
+        layer_options = tuple(dataclasses.replace(o, default=m.layer_defaults.get(o.name, o.default))
+                              for o in options_of(LAYERS.get(m.layer)))
+        prior_name = chosen.get("prior", "gaussian")
+        sections = {
+            "rollout": ROLLOUT_OPTIONS,
+            "policy": POLICY_OPTIONS + tuple(o for _, head in HEADS.items() for o in options_of(head)),
+            "layer": layer_options,
+            "prior": (Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
+                      *options_of(PRIORS.get(prior_name)),
+                      Option("weight", (float, None), None,
+                             "Weight w of log p(theta) in the target J/alpha + w log p; null: 1 / (alpha * "
+                             "batch_size), one step's worth of tempered likelihood.", check=_nullable_non_negative)),
+            "update": options_of(UPDATES.get(m.update)),
+            "estimator": options_of(est),
+        }
+        if est.uses_critic:
+            sections["critic"] = (Option("name", str, "mlp", "The critic of a2c / ppo.", choices=CRITICS.names),
+                                  *options_of(CRITICS.get(chosen.get("critic", "mlp"))))
+        return sections
+
+    @staticmethod
+    def progress_fields(scalars: dict[str, float]) -> dict[str, str]:
+        """The progress bar's fields: mean return, best particle's mean return, env steps per second."""
+        return {"ret": f"{scalars['rollout/ep_rew_mean']:.1f}", "best": f"{scalars['rollout/ep_rew_max_particle']:.1f}",
+                "sps": f"{scalars['time/fps']:.0f}"}
+
+    @staticmethod
+    def check_env(name: str) -> None:
+        """Raise a :class:`~steinrl.errors.ConfigError` if ``name`` is not a known task."""
+        envs.resolve_env_id(name)
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.envs = make_envs(cfg)
+        self.sampler = Sampler(self.envs, cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon)
+        self.agent = SVPGAgent(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+
+    def step(self, iteration: int, hooks: RolloutHooks | None = None) -> dict[str, float] | None:
+        """Collect and update once; returns the scalars (None if ``on_rollout_end`` skipped the update)."""
+        if hooks is not None and hooks.on_rollout_start is not None:
+            hooks.on_rollout_start(iteration)
+        t0 = time.perf_counter()
+        batch = self.agent.collect(self.sampler, iteration)
+        t1 = time.perf_counter()
+        if hooks is not None and hooks.on_rollout_end is not None and hooks.on_rollout_end(iteration, batch) is False:
+            return None
+        stats = self.agent.update(batch, iteration)
+        t2 = time.perf_counter()
+        steps = batch.num_steps
+        scalars = episode_scalars(batch)
+        scalars.update({f"train/{k}": v for k, v in dataclasses.asdict(stats).items() if v is not None})
+        scalars.update({f"train/{k}": v for k, v in self.agent.policy.head.diagnostics().items()})
+        scalars.update({
+            "time/fps": steps / (t2 - t0),
+            "time/rollout_fps": steps / (t1 - t0),
+            "time/iteration_seconds": t2 - t0,
+            "time/steps_per_particle": steps / self.cfg.particles,
+        })
+        return scalars
+
+    def state_dict(self) -> dict:
+        return {"agent": self.agent.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.agent.load_state_dict(state["agent"])
+
+    def close(self) -> None:
+        self.envs.close()
