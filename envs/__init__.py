@@ -9,6 +9,9 @@ papers) with Gymnasium, each with a single-env ``entry_point`` and a numpy
     import steinrl.envs as envs
     vec = envs.make_vec("CartpoleSwingUp", num_envs=160)   # or any Gymnasium id
     obs, info = vec.reset(seed=0)                          # (160, 4) float32
+
+Batched torch twins of the same tasks, on any device, are in :mod:`steinrl.envs.torch_tasks`
+(``make_torch_vec``; not imported here).
 """
 
 from .cartpole import (

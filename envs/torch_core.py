@@ -1,0 +1,139 @@
+"""Batched torch control tasks: the base class of the torch twins of the numpy vector envs.
+
+A :class:`TorchVectorTask` holds all its state as tensors on one device (``cpu``, ``cuda``,
+...) in one floating dtype (float32 or float64) and steps all envs with a fixed sequence of
+tensor operations: no host synchronisation inside :meth:`~TorchVectorTask.step` (no
+``.item()``, no Python branching on tensor values, no ``nonzero()``), so a rollout can stay
+on the device. Semantics are those of :class:`steinrl.envs.core.TaskVectorEnv`:
+
+- actions ``a ∈ [−1, 1]`` scale linearly to the force / torque and are clipped;
+- reward and termination are evaluated on the state after the step; an env is truncated
+  when its step counter reaches ``max_episode_steps``;
+- next-step autoreset: on the step after an env terminated or was truncated, it is reset
+  instead of stepped (it returns the reset observation, reward 0, both flags False, and its
+  step counter restarts at 0).
+
+Shapes (``n = num_envs``): state ``(state_dim, n)`` (rows by physical name, as in numpy);
+observation ``(n, obs_dim)``; reward ``(n,)`` in the task dtype; terminated / truncated
+``(n,)`` bool. Reset states are drawn from a ``torch.Generator`` on the device: the
+distribution is the numpy task's, the stream is not numpy's.
+
+Invalid actions are not checked inside ``step`` (that would need a host sync): NaN
+propagates into the state of its env; only the shape is checked.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import torch
+
+from .core import DEFAULT_MAX_EPISODE_STEPS, BatchedTask
+
+
+class TorchVectorTask(ABC):
+    """``num_envs`` copies of one control task, stepped together on ``device``.
+
+    Subclasses set :attr:`numpy_task` (their numpy twin, where names, sizes, the action
+    scale and the physical constants come from) and implement :meth:`sample_initial_state`,
+    :meth:`advance` and :meth:`observe`.
+
+    :param num_envs: batch size ``n``.
+    :param device: torch device of every tensor.
+    :param dtype: ``torch.float32`` or ``torch.float64``, for state, observations and rewards.
+    :param max_episode_steps: episode length before truncation (500 in the papers).
+    """
+
+    #: The numpy task this one mirrors (e.g. :class:`steinrl.envs.cartpole.CartpoleTask`).
+    numpy_task: ClassVar[type[BatchedTask]]
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+    ) -> None:
+        if int(num_envs) < 1:
+            raise ValueError(f"{self.name}: num_envs must be >= 1, got {num_envs}")
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"{self.name}: dtype must be torch.float32 or torch.float64, got {dtype}")
+        self.num_envs = n = int(num_envs)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.max_episode_steps = int(max_episode_steps)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.seed()
+        self.state = torch.zeros((self.state_dim, n), dtype=dtype, device=self.device)
+        self.steps = torch.zeros(n, dtype=torch.int64, device=self.device)
+        self._prev_done = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self._zero = torch.zeros((), dtype=dtype, device=self.device)
+        self._action_shapes = ((n,), (n, 1))
+
+    @property
+    def name(self) -> str:
+        """Task name of the numpy twin (e.g. ``"CartpoleSwingUp"``)."""
+        return self.numpy_task.name
+
+    @property
+    def state_dim(self) -> int:
+        """Rows of the state tensor."""
+        return self.numpy_task.state_dim
+
+    @property
+    def obs_dim(self) -> int:
+        """Length of one observation vector."""
+        return self.numpy_task.obs_dim
+
+    def tensor(self, values: object) -> torch.Tensor:
+        """``values`` (array-like) as a tensor of the task's dtype on its device."""
+        return torch.as_tensor(values, dtype=self.dtype, device=self.device)
+
+    @abstractmethod
+    def sample_initial_state(self, n: int) -> torch.Tensor:
+        """``n`` initial states ``(state_dim, n)`` drawn with :attr:`generator`."""
+
+    @abstractmethod
+    def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Advance ``state`` ``(state_dim, n)`` in place by one env step under ``effort``
+        ``(n,)`` (N or N m, clipped); return the reward ``(n,)`` and the termination flags
+        ``(n,)`` bool of the new state."""
+
+    @abstractmethod
+    def observe(self, state: torch.Tensor) -> torch.Tensor:
+        """Observation ``(n, obs_dim)`` of ``state`` ``(state_dim, n)``, a new tensor."""
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Reset every env (``seed`` reseeds :attr:`generator`); returns obs ``(n, obs_dim)``."""
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+        self.state = self.sample_initial_state(self.num_envs)
+        self.steps.zero_()
+        self._prev_done.zero_()
+        return self.observe(self.state)
+
+    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of every env under ``actions`` ``(n,)`` or ``(n, 1)`` in [−1, 1] (any
+        floating dtype, on the device), with next-step autoreset.
+
+        :returns: ``(obs (n, obs_dim), reward (n,), terminated (n,) bool, truncated (n,) bool)``.
+        :raises ValueError: wrong action shape.
+        """
+        if tuple(actions.shape) not in self._action_shapes:
+            raise ValueError(f"{self.name}: actions must have shape {self._action_shapes[0]} or "
+                             f"{self._action_shapes[1]}, got {tuple(actions.shape)}")
+        limit = self.numpy_task.max_action_effort
+        effort = (actions.reshape(self.num_envs).to(self.dtype) * limit).clamp_(-limit, limit)
+        reward, terminated = self.advance(self.state, effort)
+        self.steps += 1
+        truncated = self.steps >= self.max_episode_steps
+
+        reset = self._prev_done  # next-step autoreset of the envs that ended last step
+        self.state = torch.where(reset, self.sample_initial_state(self.num_envs), self.state)
+        self.steps.masked_fill_(reset, 0)
+        reward = torch.where(reset, self._zero, reward)
+        terminated = terminated & ~reset
+        truncated = truncated & ~reset
+        self._prev_done = terminated | truncated
+        return self.observe(self.state), reward, terminated, truncated
