@@ -88,6 +88,16 @@ def test_kappa_gradient_through_the_sampler(d, kappa):
     assert kappa_t.grad.item() == pytest.approx(derivative, rel=0.03)
 
 
+def test_sampler_gradients_stay_finite_in_float32():
+    """d = 2 draws land on w = μᵀz = ±1 in float32; √(1 − w²) must not give an infinite gradient."""
+    loc = torch.nn.functional.normalize(torch.randn(4, 2, generator=torch.Generator().manual_seed(0)), dim=-1)
+    loc.requires_grad_()
+    kappa = torch.tensor(20.0, requires_grad=True)
+    z = sample_vmf(loc, kappa, 100_000, torch.Generator().manual_seed(1))
+    (z * torch.randn(z.shape, generator=torch.Generator().manual_seed(2))).sum().backward()
+    assert torch.isfinite(kappa.grad) and torch.isfinite(loc.grad).all()
+
+
 @pytest.mark.parametrize("kappa_p", [0.0, 4.0])
 def test_vmf_kl_matches_scipy_monte_carlo(kappa_p):
     d, kappa_q, n = 10, 30.0, 100_000

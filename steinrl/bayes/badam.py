@@ -145,8 +145,7 @@ class BadamPosterior(VariationalPosterior):
 
     def kl(self) -> Tensor:
         """KL(q || N(0, σ² I)) of the eq.-14 Gaussian, closed form (not part of BADAM's training)."""
-        return sum((kl_diagonal_gaussians(mean, std, self.prior_sigma) for mean, std in self.moments()),
-                   torch.zeros(()))
+        return torch.stack([kl_diagonal_gaussians(mean, std, self.prior_sigma) for mean, std in self.moments()]).sum()
 
     def elbo_loss(self, x: Tensor, y: Tensor, log_likelihood: LogLikelihood, n_data: int, n_samples: int = 1,
                   generator: torch.Generator | None = None) -> Tensor:

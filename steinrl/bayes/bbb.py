@@ -86,6 +86,7 @@ class BayesByBackprop(VariationalPosterior):
             self.biases.append(DiagonalGaussian(torch.zeros(fan_out), init_sigma))
 
     def _gaussians(self) -> list[DiagonalGaussian]:
+        """Every weight's then every bias' Gaussian, layer order."""
         return [*self.weights, *self.biases]  # type: ignore[list-item]
 
     def _sample_with_noise(self, n: int, generator: torch.Generator | None) -> tuple[Dense, list[Tensor]]:
@@ -104,16 +105,16 @@ class BayesByBackprop(VariationalPosterior):
     def _monte_carlo_kl(self, dense: Dense, noises: list[Tensor]) -> Tensor:
         """mean over the n draws of log q(w) − log p(w) (scale-mixture prior, eq. 7)."""
         values = [w for w, _ in dense] + [b for _, b in dense]
-        log_q = sum((-0.5 * eps.square() - g.std.log() - 0.5 * math.log(2.0 * math.pi)).flatten(1).sum(1)
-                    for eps, g in zip(noises, self._gaussians()))
-        log_p = sum(scale_mixture_log_prob(v, *self.mixture).flatten(1).sum(1) for v in values)
-        return (log_q - log_p).mean()  # type: ignore[union-attr]
+        log_q = torch.stack([(-0.5 * eps.square() - g.std.log() - 0.5 * math.log(2.0 * math.pi)).flatten(1).sum(1)
+                             for eps, g in zip(noises, self._gaussians())]).sum(0)  # n
+        log_p = torch.stack([scale_mixture_log_prob(v, *self.mixture).flatten(1).sum(1) for v in values]).sum(0)  # n
+        return (log_q - log_p).mean()
 
     def kl(self, generator: torch.Generator | None = None) -> Tensor:
         """KL(q || p): closed form under the Gaussian prior; under the scale mixture a
         Monte Carlo estimate over ``kl_samples`` draws (unbiased, not exact)."""
         if self.prior == "gaussian":
-            return sum(g.kl(self.prior_sigma) for g in self._gaussians())  # type: ignore[return-value]
+            return torch.stack([g.kl(self.prior_sigma) for g in self._gaussians()]).sum()
         return self._monte_carlo_kl(*self._sample_with_noise(self.kl_samples, generator))
 
     def _local_reparam_predict(self, x: Tensor, n: int, generator: torch.Generator | None) -> Tensor:

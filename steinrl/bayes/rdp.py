@@ -47,6 +47,7 @@ from steinrl.registry import Option, non_negative, positive
 
 __all__ = [
     "RadialDirectionalPosterior",
+    "RadialDirectionalLayer",
     "bessel_ratio",
     "log_vmf_normaliser",
     "sample_vmf",
@@ -123,6 +124,8 @@ def _wood_proposals(kappa: Tensor, d: int, generator: torch.Generator | None) ->
     """
     m1 = d - 1
     k = kappa.detach().double().reshape(-1)
+    if not bool(torch.isfinite(k).all() and (k > 0).all()):
+        raise ValueError("vMF concentrations must be finite and > 0")
     b = m1 / (2.0 * k + (4.0 * k.square() + m1 * m1).sqrt())
     x0 = (1.0 - b) / (1.0 + b)
     c = k * x0 + m1 * torch.log1p(-x0.square())
@@ -151,9 +154,11 @@ def sample_vmf(loc: Tensor, kappa: Tensor, n: int, generator: torch.Generator | 
     kappa_rows = kappa.double().expand(n, *loc.shape[:-1])  # n ...
     eps, tangent = _wood_proposals(kappa_rows, d, generator)
     b = (d - 1) / (2.0 * kappa_rows + (4.0 * kappa_rows.square() + (d - 1) ** 2).sqrt())
-    w = ((1.0 - (1.0 + b) * eps) / (1.0 - (1.0 - b) * eps)).to(loc.dtype)  # μᵀz, differentiable in κ
-    z = torch.cat([w.unsqueeze(-1), (1.0 - w.square()).clamp_min(0.0).sqrt().unsqueeze(-1) * tangent.to(loc.dtype)],
-                  dim=-1)  # n ... d, around e1
+    denominator = 1.0 - (1.0 - b) * eps
+    w = (1.0 - (1.0 + b) * eps) / denominator  # μᵀz, differentiable in κ
+    # √(1 − w²) = 2 √(b ε (1 − ε)) / denominator: no cancellation, finite gradient even where w = ±1
+    radius = 2.0 * b.sqrt() * (eps * (1.0 - eps)).sqrt() / denominator
+    z = torch.cat([w.unsqueeze(-1), radius.unsqueeze(-1) * tangent], dim=-1).to(loc.dtype)  # n ... d, around e1
     e1 = torch.zeros(d, dtype=loc.dtype, device=loc.device)
     e1[0] = 1.0
     u = e1 - loc
