@@ -108,7 +108,7 @@ def run_sb3(env: str, name: str, seed: int, steps: int) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    import envs as steinrl_envs
+    from steinrl import envs as steinrl_envs
 
     torch.set_num_threads(1)
     env_id = steinrl_envs.resolve_env_id(env)

@@ -391,15 +391,14 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
     variant, algo, seed, iterations, logdir = args
     import torch
 
-    from steinrl.run.config import resolve_config
+    from steinrl.run.config import load_config
     from steinrl.run.trainer import Trainer
 
     torch.set_num_threads(1)
-    cfg = resolve_config(VARIANT_IDS[variant], overrides=dict(
-        algo=algo, seed=seed, iterations=iterations, logdir=logdir, run_name=f"{variant}-seed{seed}",
-        progress=False, horizon=500))
-    curve: list[float] = []
-    Trainer(cfg).train(callback=lambda it, s: curve.append(s["rollout/ep_rew_max_particle"]) is None)
+    cfg = load_config(algo, VARIANT_IDS[variant], {"seed": seed, "iterations": iterations, "horizon": 500})
+    trainer = Trainer(cfg)
+    curve = [trainer.step()["rollout/ep_rew_max_particle"] for _ in range(iterations)]
+    trainer.close()
     return variant, seed, np.array(curve)
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,18 +37,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import steinrl.envs as envs  # noqa: E402
-from steinrl.run.config import resolve_config  # noqa: E402
+from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
 
 def ours(iterations: int) -> tuple[float, float]:
     """Steps/s of paper-scale s2vgd-a2c iterations (and the rollout share of the time)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = resolve_config("CartpoleSwingUp", overrides=dict(
-            algo="s2vgd-a2c", iterations=iterations + 1, logdir=tmp, run_name="bench", progress=False,
-            tensorboard=False, checkpoint_every=10_000))
-        rows: list[dict] = []
-        Trainer(cfg).train(callback=lambda it, s: rows.append(s) is None)
+    cfg = load_config("s2vgd-a2c", "CartpoleSwingUp", {"iterations": iterations + 1})
+    trainer = Trainer(cfg)
+    rows = [trainer.step() for _ in range(iterations + 1)]
+    trainer.close()
     timed = rows[1:]  # the first iteration warms up
     steps = sum(r["time/steps_per_particle"] * cfg.particles for r in timed)
     seconds = sum(r["time/iteration_seconds"] for r in timed)
@@ -63,15 +60,9 @@ def ours(iterations: int) -> tuple[float, float]:
 
 def breakdown(iterations: int) -> tuple[float, dict[str, float]]:
     """Valid env steps per iteration and ms per iteration of (d)'s parts (iterations 1..n)."""
-    from steinrl.rl.agent import Agent
-    from steinrl.rl.rollout import Sampler
-    from steinrl.run.trainer import make_envs
-
-    cfg = resolve_config("CartpoleSwingUp", overrides=dict(algo="s2vgd-a2c", progress=False, tensorboard=False))
-    torch.manual_seed(cfg.seed)
-    venv = make_envs(cfg)
-    sampler = Sampler(venv, cfg.particles, cfg.envs_per_particle, cfg.horizon)
-    agent = Agent(cfg, venv.single_observation_space, venv.single_action_space)
+    cfg = load_config("s2vgd-a2c", "CartpoleSwingUp")
+    trainer = Trainer(cfg)
+    venv, sampler, agent = trainer.job.envs, trainer.job.sampler, trainer.job.agent
     parts = {"env step": 0.0, "action function": 0.0, "policy forward+backward": 0.0, "whole iteration": 0.0}
 
     def timed(part: str, fn):

@@ -108,29 +108,37 @@ def test_sampler_rejects_wrong_env_count():
     (gym.spaces.Box(-1, 1, (1,)), "elu", False),
     (gym.spaces.Discrete(3), "tanh", True),
 ])
-def test_numpy_actor_matches_torch_sample(space, activation, normalize):
-    """The rollout's numpy forward gives the actions of the torch policy, noise included."""
+def test_rollout_actor_equals_per_particle_torch_modules(space, activation, normalize):
+    """The rollout's numpy act function against each particle as plain ``nn.Linear`` modules
+    (``particle_module``), the normalisation and the distribution written out by hand:
+    Gaussian mean + exp(log_std) * noise, or arg-max of logits + Gumbel noise."""
     from steinrl.rl.policy import EnsemblePolicy
 
     torch.manual_seed(0)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,))
     policy = EnsemblePolicy(4, obs_space, space, (7, 3), activation=activation, layer="householder",
                             head_options={"log_std_init": -0.5}, normalize_obs=normalize)
-    discrete = isinstance(space, gym.spaces.Discrete)
     policy.obs_norm.update(torch.randn(100, 5) * 3 + 1)
+    discrete = isinstance(space, gym.spaces.Discrete)
     obs = torch.randn(6, 4, 2, 5)  # (T, M, E, obs_dim)
-    gen = torch.Generator().manual_seed(1)
-    noise = policy.head.draw_noise((6, 4, 2), gen, "cpu")
+    noise = policy.head.draw_noise((6, 4, 2), torch.Generator().manual_seed(1), "cpu")
+    x = obs
+    if normalize:
+        n = policy.obs_norm
+        x = ((obs.double() - n.mean) / (n.var + 1e-8).sqrt()).clamp(-10, 10).float()
     with torch.no_grad():
-        act = policy.actor(noise)
-        det = policy.actor(None)
-        for t in range(6):
-            ref = policy.sample(obs[t], noise[t])
-            got = act(obs[t].numpy(), t)
-            assert got.shape == tuple(ref.shape)
+        act, det = policy.actor(noise), policy.actor(None)
+        for m in range(4):
+            out = policy.net.particle_module(m)(x[:, m])  # (T, E, out)
             if discrete:
-                assert np.array_equal(got, ref.numpy())
+                expected, greedy = (out + noise[:, m]).argmax(-1), out.argmax(-1)
             else:
-                np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)
-                np.testing.assert_allclose(det(obs[t].numpy(), t), policy.sample(obs[t], None).numpy(),
-                                           rtol=1e-5, atol=1e-5)
+                expected, greedy = out + policy.head.log_std[m].exp() * noise[:, m], out
+            for t in range(6):
+                got = act(obs[t].numpy(), t)[m]
+                if discrete:
+                    assert np.array_equal(got, expected[t].numpy())
+                    assert np.array_equal(det(obs[t].numpy(), t)[m], greedy[t].numpy())
+                else:
+                    np.testing.assert_allclose(got, expected[t].numpy(), rtol=1e-5, atol=1e-5)
+                    np.testing.assert_allclose(det(obs[t].numpy(), t)[m], greedy[t].numpy(), rtol=1e-5, atol=1e-5)

@@ -43,6 +43,11 @@ __all__ = [
 ]
 
 
+def _factory(kwargs: dict) -> dict:
+    """The ``generator`` / ``device`` / ``dtype`` of a layer's keyword arguments, for its draws."""
+    return {k: kwargs.get(k) for k in ("generator", "device", "dtype")}
+
+
 def _randn(
     *shape: int,
     std: float,
@@ -62,6 +67,10 @@ class StructuredLinear(nn.Module):
     :param in_features: ℓ1.
     :param out_features: ℓ2.
     :param bias: whether to learn a bias ``(M, out)`` (initialised to 0).
+    :param gain: init gain of the weights (subclasses scale their draws by it).
+    :param generator: draws the initial parameters (None: torch's global generator).
+    :param device: where the parameters live.
+    :param dtype: their dtype.
     """
 
     num_particles: int
@@ -76,6 +85,8 @@ class StructuredLinear(nn.Module):
         out_features: int,
         *,
         bias: bool = True,
+        gain: float = 1.0,
+        generator: torch.Generator | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -88,6 +99,7 @@ class StructuredLinear(nn.Module):
         self.num_particles = int(num_particles)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
+        self.gain = float(gain)
         if bias:
             self.bias = nn.Parameter(torch.zeros(num_particles, out_features, device=device, dtype=dtype))
         else:
@@ -138,23 +150,10 @@ class DenseLinear(StructuredLinear):
     Init: W ~ N(0, gain²/in), bias 0. Prior groups: ``{"weight", "bias"}``.
     """
 
-    def __init__(
-        self,
-        num_particles: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool = True,
-        gain: float = 1.0,
-        generator: torch.Generator | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(num_particles, in_features, out_features, bias=bias, device=device, dtype=dtype)
-        std = gain / math.sqrt(in_features)
-        self.W = nn.Parameter(
-            _randn(num_particles, in_features, out_features, std=std, generator=generator, device=device, dtype=dtype)
-        )
+    def __init__(self, num_particles: int, in_features: int, out_features: int, **kwargs) -> None:
+        super().__init__(num_particles, in_features, out_features, **kwargs)
+        std = self.gain / math.sqrt(in_features)
+        self.W = nn.Parameter(_randn(num_particles, in_features, out_features, std=std, **_factory(kwargs)))
 
     def weight(self) -> Tensor:
         return self.W
@@ -172,26 +171,14 @@ class FactoredLinear(StructuredLinear):
     :meth:`scaled_core` = Λ1 C Λ2. Subclasses add the left / right factors.
     """
 
-    def __init__(
-        self,
-        num_particles: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool = True,
-        gain: float = 1.0,
-        scales: bool = True,
-        generator: torch.Generator | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(num_particles, in_features, out_features, bias=bias, device=device, dtype=dtype)
+    def __init__(self, num_particles: int, in_features: int, out_features: int, *, scales: bool = True,
+                 **kwargs) -> None:
+        super().__init__(num_particles, in_features, out_features, **kwargs)
         M, l1, l2 = num_particles, in_features, out_features
         self.scales = bool(scales)
-        self.C = nn.Parameter(_randn(M, l1, l2, std=gain / math.sqrt(l1), generator=generator, device=device,
-                                     dtype=dtype))
+        self.C = nn.Parameter(_randn(M, l1, l2, std=self.gain / math.sqrt(l1), **_factory(kwargs)))
         for name, size in (("lambda_in", l1), ("lambda_out", l2)):
-            ones = torch.ones(M, size, device=device, dtype=dtype)
+            ones = torch.ones(M, size, device=kwargs.get("device"), dtype=kwargs.get("dtype"))
             if self.scales:
                 setattr(self, name, nn.Parameter(ones))
             else:
@@ -237,26 +224,12 @@ class HouseholderLinear(FactoredLinear):
         Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = P C Qᵀ)."),
     )
 
-    def __init__(
-        self,
-        num_particles: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool = True,
-        gain: float = 1.0,
-        K: int = 1,
-        scales: bool = True,
-        generator: torch.Generator | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
+    def __init__(self, num_particles: int, in_features: int, out_features: int, *, K: int = 1, **kwargs) -> None:
         if K < 0 or int(K) != K:
             raise ValueError(f"K must be a non-negative integer, got {K}")
-        super().__init__(num_particles, in_features, out_features, bias=bias, gain=gain, scales=scales,
-                         generator=generator, device=device, dtype=dtype)
+        super().__init__(num_particles, in_features, out_features, **kwargs)
         self.K = int(K)
-        rnd = dict(std=1.0, generator=generator, device=device, dtype=dtype)
+        rnd = dict(std=1.0, **_factory(kwargs))
         if self.K > 0:
             self.v_in = nn.Parameter(_randn(num_particles, self.K, in_features, **rnd))
             self.v_out = nn.Parameter(_randn(num_particles, self.K, out_features, **rnd))
@@ -321,23 +294,11 @@ class KroneckerLinear(FactoredLinear):
                check=non_negative),
     )
 
-    def __init__(
-        self,
-        num_particles: int,
-        in_features: int,
-        out_features: int,
-        *,
-        bias: bool = True,
-        gain: float = 1.0,
-        factor_std: float = 0.01,
-        generator: torch.Generator | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__(num_particles, in_features, out_features, bias=bias, gain=gain, generator=generator,
-                         device=device, dtype=dtype)
+    def __init__(self, num_particles: int, in_features: int, out_features: int, *, factor_std: float = 0.01,
+                 **kwargs) -> None:
+        super().__init__(num_particles, in_features, out_features, **kwargs)
         M, l1, l2 = num_particles, in_features, out_features
-        rnd = dict(std=factor_std, generator=generator, device=device, dtype=dtype)
+        rnd = dict(std=factor_std, **_factory(kwargs))
         self.A = nn.Parameter(torch.tril(_randn(M, l1, l1, **rnd), -1))
         self.B = nn.Parameter(torch.tril(_randn(M, l2, l2, **rnd), -1))
 

@@ -25,7 +25,8 @@ from torch import Tensor
 
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import make_prior
-from steinrl.core.svgd import flatten, halved_lr, make_update
+from steinrl.core.svgd import flatten
+from steinrl.core.updates import halved_lr, make_update
 from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.policy import EnsemblePolicy

@@ -20,40 +20,10 @@ from torch import Tensor
 
 from steinrl import envs
 from steinrl.errors import ConfigError
-from steinrl.rl.agent import build_policy
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Sampler
-from steinrl.run.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from steinrl.run.config import Config, read_run_config, resolve
 
 ACT_MODES = ("particle", "sample", "mean")
-
-
-def load_run(path: str | Path, device: str = "cpu") -> tuple[Config, EnsemblePolicy, Path]:
-    """Load ``(config, policy, checkpoint path)`` from a run directory or a checkpoint file."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"no run directory or checkpoint at {path}")
-    ckpt_path = path / CHECKPOINT_NAME if path.is_dir() else path
-    state = load_checkpoint(ckpt_path, map_location=device)
-    cfg_file = ckpt_path.parent / "config.yaml"
-    if cfg_file.is_file():
-        cfg = read_run_config(cfg_file)
-    elif isinstance(state.get("config"), dict):
-        cfg = resolve([(state["config"], str(ckpt_path))])
-    else:
-        raise CheckpointError(f"{ckpt_path} is not a steinrl checkpoint (no config)")
-    cfg = cfg.replace({"device": device})
-    single = envs.make(cfg.env)
-    policy = build_policy(cfg, single.observation_space, single.action_space).to(device)
-    single.close()
-    try:
-        policy.load_state_dict(state["job"]["agent"]["policy"])
-    except (KeyError, TypeError, RuntimeError) as exc:
-        raise CheckpointError(f"{ckpt_path} does not hold this run's policy "
-                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
-    policy.eval()
-    return cfg, policy, ckpt_path
 
 
 class EnsembleActor:
@@ -114,7 +84,7 @@ class EnsembleActor:
         return head.sample(out, noise, scale)
 
 
-def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
+def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
                  deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
     """Run ``episodes`` whole episodes per particle (``per-particle``) or for the ensemble.
 
@@ -148,7 +118,7 @@ def run_episodes(cfg: Config, policy: EnsemblePolicy, episodes: int, *, mode: st
         return {"returns": batch.episode_returns[0].tolist(), "lengths": batch.episode_lengths[0].tolist()}
 
 
-def evaluate(cfg: Config, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
+def evaluate(cfg: Any, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
              seed: int = 0) -> dict[str, Any]:
     """Scores of every particle and of the ensemble (sampled particle, mean action)."""
     if episodes < 1:
@@ -182,7 +152,7 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def record_video(cfg: Config, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
+def record_video(cfg: Any, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
                  particle: int = 0, seed: int = 0, fps: int | None = None) -> int:
     """Record one deterministic episode to ``out`` (.gif via Pillow; .mp4 via imageio[ffmpeg]).
 

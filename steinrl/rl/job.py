@@ -20,7 +20,7 @@ from steinrl import envs
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
-from steinrl.core.svgd import UPDATES
+from steinrl.core.updates import UPDATES
 from steinrl.registry import Option, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
@@ -114,6 +114,23 @@ class PolicyGradientJob:
             sections["critic"] = (Option("name", str, "mlp", "The critic of a2c / ppo.", choices=CRITICS.names),
                                   *options_of(CRITICS.get(chosen.get("critic", "mlp"))))
         return sections
+
+    @classmethod
+    def doc_sections(cls) -> list[tuple[str, str, tuple[Option, ...]]]:
+        """``(section, part, options)`` of every registered part, for docs/config.md."""
+        rows = [("", "RL", cls.options), ("rollout", "", ROLLOUT_OPTIONS), ("policy", "", POLICY_OPTIONS)]
+        rows += [("policy", f"{name} head", options_of(head)) for name, head in HEADS.items()]
+        used = {m.layer: [n for n, mm in METHODS.items() if mm.layer == m.layer] for _, m in METHODS.items()}
+        rows += [("layer", f"{name} (methods {', '.join(used.get(name, []))})", options_of(layer))
+                 for name, layer in LAYERS.items()]
+        sample = cls.sections(METHODS.names()[0], "a2c", {})
+        rows += [("prior", "every prior", tuple(o for o in sample["prior"] if o.name in ("name", "weight")))]
+        rows += [("prior", name, options_of(prior)) for name, prior in PRIORS.items()]
+        rows += [("update", name, options_of(update)) for name, update in UPDATES.items()][:1]
+        rows += [("estimator", name, options_of(est)) for name, est in ESTIMATORS.items()]
+        rows += [("critic", "every critic", sample["critic"][:1])]
+        rows += [("critic", name, options_of(critic)) for name, critic in CRITICS.items()]
+        return rows
 
     @staticmethod
     def progress_fields(scalars: dict[str, float]) -> dict[str, str]:

@@ -144,7 +144,11 @@ def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001
     from steinrl.rl.agent import NonFiniteError
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
+    import torch
+
     cfg = trainer.config
+    if cfg.run.threads > 0:
+        torch.set_num_threads(cfg.run.threads)
     meta = {"steinrl_version": steinrl.__version__, "command": command, "run_name": run_dir.path.name,
             "started": datetime.now().isoformat(timespec="seconds")}
     start, first = time.perf_counter(), trainer.iteration
@@ -220,7 +224,8 @@ def evaluate_parser(prog: str = "steinrl evaluate") -> argparse.ArgumentParser:
 def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evaluate") -> int:
     import json
 
-    from steinrl.rl.evaluation import evaluate, format_table, load_run, record_video
+    from steinrl.rl.evaluation import evaluate, format_table, record_video
+    from steinrl.run.load import load_run
     from steinrl.run.plotting import plot_runs
     from steinrl.run.trainer import check_device
 

@@ -106,7 +106,7 @@ class EnsembleSB3Policy(BasePolicy):
         Loaded with :func:`steinrl.rl.evaluation.load_run`; the spaces are those of the run's env.
         """
         import steinrl.envs as envs
-        from steinrl.rl.evaluation import load_run
+        from steinrl.run.load import load_run
 
         cfg, ensemble, _ = load_run(run_dir_or_checkpoint, device=device)
         env = envs.make(cfg.env)

@@ -1,0 +1,68 @@
+"""Render ``docs/config.md`` from the parts' option declarations.
+
+    python -m steinrl.run.docs > docs/config.md
+
+``tests/test_config.py`` fails when the committed file differs from this output.
+"""
+
+from __future__ import annotations
+
+from steinrl.registry import Option
+from steinrl.run.algos import JOBS
+from steinrl.run.config import RUN_OPTIONS, TRAINER_OPTIONS
+
+HEADER = """# Configuration reference
+
+Generated from the options each registered part declares (`python -m steinrl.run.docs >
+docs/config.md`; a test fails when this file is stale). A run's config is nested: the
+top-level keys below and one section per part. Which options a section has depends on
+the parts the algorithm picks: `s2vgd-a2c` has the householder layer's `layer.K`, the
+a2c estimator's `estimator.gae_lambda` and a `critic` section; `svgd-reinforce` has
+none of these.
+
+Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command line with
+`--set update.lr=1e-3`. A bare key is accepted where exactly one section has it
+(`--set batch_size=1000` means `rollout.batch_size`); `lr` is ambiguous (`update.lr`,
+`critic.lr`). Resolution order, later wins: declared defaults (and the method's own,
+e.g. `vmg` sets `layer.K: 0`), `configs/<env>.yaml`, `--preset`, `--config` files,
+flags and `--set`. Every value is checked against its declared type and range.
+"""
+
+
+def _type(option: Option) -> str:
+    types = option.type if isinstance(option.type, tuple) else (option.type,)
+    names = {bool: "bool", int: "int", float: "float", str: "str", None: "null"}
+    return " \\| ".join(names.get(t, "list[int]") for t in types)
+
+
+def _default(option: Option) -> str:
+    value = option.default
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _table(options: tuple[Option, ...]) -> list[str]:
+    if not options:
+        return ["(no options)", ""]
+    lines = ["| key | type | default | description |", "|---|---|---|---|"]
+    for o in options:
+        doc = o.doc
+        choices = o.allowed_choices()
+        if choices:
+            doc += f" One of: {', '.join(f'`{c}`' for c in choices)}."
+        lines.append(f"| `{o.name}` | {_type(o)} | `{_default(o)}` | {doc} |")
+    return lines + [""]
+
+
+def render() -> str:
+    out = [HEADER, "## Top level (every run)", "", *_table(TRAINER_OPTIONS), "## `run` (the command-line run loop)",
+           "", *_table(RUN_OPTIONS)]
+    for job_name, job in JOBS.items():
+        out += [f"## Algorithms of the `{job_name}` job", ""]
+        for section, part, options in job.doc_sections():
+            title = f"`{section}`" if section else "top level"
+            out += [f"### {title}" + (f" — {part}" if part else ""), "", *_table(options)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,109 @@
+"""Config resolution from the parts' declarations: keys, types, files, docs, packaging."""
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from steinrl.core.priors import PRIORS
+from steinrl.errors import ConfigError
+from steinrl.run.config import load_config, load_yaml, parse_set, read_run_config, save_config, schema
+
+
+def test_keys_nested_dotted_and_bare_mean_the_same(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("rollout:\n  batch_size: 123\nupdate.lr: 0.002\n")
+    a = load_config("s2vgd-a2c", "Cartpole", config_files=[f])
+    b = load_config("s2vgd-a2c", "Cartpole", {"rollout.batch_size": 123, "update.lr": 0.002})
+    c = load_config("s2vgd-a2c", "Cartpole", {"batch_size": 123, "update": {"lr": 0.002}})
+    assert a.to_dict() == b.to_dict() == c.to_dict()
+    assert a.rollout.batch_size == 123 and a["update"]["lr"] == 0.002
+
+
+def test_values_are_read_as_their_declared_type():
+    cfg = load_config(overrides=parse_set(["update.lr=1e-3", "batch_size=5e3", "whole_episodes=false",
+                                           "policy.hidden=[8, 4]", "prior.weight=null", "update.bandwidth=0.5"]))
+    assert cfg.update.lr == 0.001 and isinstance(cfg.update.lr, float)  # YAML 1.1 reads 1e-3 as a string
+    assert cfg.rollout.batch_size == 5000 and isinstance(cfg.rollout.batch_size, int)
+    assert cfg.rollout.whole_episodes is False and cfg.policy.hidden == [8, 4] and cfg.prior.weight is None
+    assert cfg.update.bandwidth == 0.5 and load_config().update.bandwidth == "svpg"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"batch_size": 2.5}, "'rollout.batch_size' in the command line must be an integer, got 2.5"),
+    ({"update.lr": 1e400}, "must be a finite number"),
+    ({"update.lr": "nan"}, "must be a finite number"),
+    ({"update.optimizer": "lbfgs"}, "must be one of adam, rmsprop, sgd; got 'lbfgs'"),
+    ({"prior.name": "laplace"}, "unknown prior 'laplace'; registered: " + ", ".join(PRIORS.names())),
+    ({"update.bandwidth": -1.0}, "'update.bandwidth' in the command line must be 'svpg' or 's2vgd' or a positive"),
+    ({"rollout": 3}, "'rollout' in the command line is a config section"),
+    ({"a.b.c": 1}, "must be <key> or <section>.<key>"),
+    ({"seed": -1}, "'seed' in the command line must be >= 0, got -1"),
+    ({"tempreature": 3}, "did you mean 'temperature'?"),
+    ({"env": ""}, "Unknown environment ''"),
+    ({"algo": "s2vgd-foo"}, "unknown algo 's2vgd-foo'"),
+])
+def test_bad_values_name_the_key_and_what_is_valid(overrides, message):
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(overrides=overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_method_defaults_and_part_sections():
+    assert load_config("vmg-a2c").layer.K == 0 and load_config("s2vgd-a2c").layer.K == 1
+    assert dict(load_config("svgd-a2c").layer) == {}
+    assert "critic" not in load_config("svgd-reinforce") and "critic" in load_config("svgd-ppo")
+    joint = load_config(overrides={"prior.name": "joint"})
+    assert {"a", "b"} <= set(joint.prior) and "variance" not in joint.prior
+    sections = schema("s2vgd-ppo")
+    assert [o.name for o in sections["estimator"]] == ["discount", "gae_lambda", "normalize_advantages",
+                                                       "clip_range", "epochs"]
+    choices = next(o for o in sections["prior"] if o.name == "name").allowed_choices()
+    assert choices == PRIORS.names()  # read from the registry, not copied
+
+
+@pytest.mark.parametrize("text, message", [
+    ("iterations: 3\niterations: 4\n", "duplicate key 'iterations'"),
+    ("- 1\n- 2\n", "must hold a mapping of config keys, got a list"),
+    ("iterations: [\n", "cannot parse"),
+])
+def test_bad_yaml_files(tmp_path, text, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_yaml(f)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_non_utf8_config_file(tmp_path):
+    f = tmp_path / "latin1.yaml"
+    f.write_bytes("# température\niterations: 3\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_yaml(f)
+
+
+def test_saved_config_reads_back_equal(tmp_path):
+    cfg = load_config("kron-ppo", "DoublePendulum", {"seed": 3, "critic.name": "linear"})
+    save_config(cfg, tmp_path / "config.yaml", {"command": "x"})
+    assert read_run_config(tmp_path / "config.yaml").to_dict() == cfg.to_dict()
+    assert cfg.replace({"seed": 4}).seed == 4 and cfg.seed == 3
+    with pytest.raises(AttributeError, match="read-only"):
+        cfg.seed = 5
+
+
+def test_docs_config_md_is_current():
+    from steinrl.run.docs import render
+
+    assert (ROOT / "docs" / "config.md").read_text() == render(), \
+        "docs/config.md is stale: run python -m steinrl.run.docs > docs/config.md"
+
+
+def test_every_package_is_listed_in_setup_cfg():
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    listed = set(parser["options"]["packages"].split())
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "steinrl").rglob("__init__.py")}
+    found |= {"steinrl.envs", "steinrl.configs"}
+    assert found == listed, f"setup.cfg packages differ: missing {found - listed}, extra {listed - found}"
