@@ -78,11 +78,13 @@ SWINGUP_RESET_HIGH = np.array([1.0, 2.0, math.pi + 1.0, 3.0])
 class CartPolePhysics:
     """Batched cart-pole dynamics: one semi-implicit Euler step, in place, no allocation.
 
-    :param num_envs: batch size ``n``.
-    :param dt: integration step in s.
+    :param num_envs: batch size ``n`` of the state columns it steps.
+    :param dt: integration step, s (0.05, rllab's).
+    :param gravity: g, m/s².
+    :param cart_mass: M, kg; ``pole_mass``: m, kg (a uniform rod pinned at its end).
+    :param pole_length: l, m; ``pole_inertia_com``: the rod's inertia about its centre, kg m².
     :param joint_damping: ``b`` of the joint damping torque ``−b θ̇³`` on the pole, N m s³
         (0: none, the exact equations).
-    The other parameters are the physical constants above (SI units).
     """
 
     def __init__(
@@ -245,25 +247,21 @@ class CartpoleEnv(TaskEnv):
     """Cart-pole balancing, single env (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleTask
-    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleVectorEnv(TaskVectorEnv):
     """Cart-pole balancing, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleTask
-    metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpEnv(TaskEnv):
     """Cart-pole swing-up, single env (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleSwingUpTask
-    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpVectorEnv(TaskVectorEnv):
     """Cart-pole swing-up, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
 
     task_cls = CartpoleSwingUpTask
-    metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}

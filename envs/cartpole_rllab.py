@@ -94,25 +94,21 @@ class CartpoleRllabEnv(TaskEnv):
     """Damped cart-pole balancing, single env (see :mod:`steinrl.envs.cartpole_rllab`)."""
 
     task_cls = CartpoleRllabTask
-    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleRllabVectorEnv(TaskVectorEnv):
     """Damped cart-pole balancing, vectorized with next-step autoreset."""
 
     task_cls = CartpoleRllabTask
-    metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpRllabEnv(TaskEnv):
     """Damped cart-pole swing-up, single env (see :mod:`steinrl.envs.cartpole_rllab`)."""
 
     task_cls = CartpoleSwingUpRllabTask
-    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}
 
 
 class CartpoleSwingUpRllabVectorEnv(TaskVectorEnv):
     """Damped cart-pole swing-up, vectorized with next-step autoreset."""
 
     task_cls = CartpoleSwingUpRllabTask
-    metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / DT)}

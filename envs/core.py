@@ -165,7 +165,18 @@ class TaskEnv(gym.Env[np.ndarray, np.ndarray]):
     """
 
     task_cls: ClassVar[type[BatchedTask]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "task_cls" in cls.__dict__:  # render at the task's real time
+            cls.metadata = {**cls.metadata, "render_fps": round(1 / cls.task_cls.control_dt)}
+
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "task_cls" in cls.__dict__:  # render at the task's real time
+            cls.metadata = {**cls.metadata, "render_fps": round(1 / cls.task_cls.control_dt)}
 
     def __init__(
         self,

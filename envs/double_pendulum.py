@@ -56,9 +56,9 @@ RESET_STD = np.array([0.1, 0.1, 0.01, 0.01])  # N(0, σ²) for [θ1, θ2, ω1, �
 class DoublePendulumPhysics:
     """Batched double-pendulum dynamics: semi-implicit Euler steps, in place.
 
-    :param num_envs: batch size ``n``.
-    :param dt: integration step in s.
-    The other parameters are the physical constants above (SI units).
+    Two identical uniform links (mass, length, inertia about the centre), link 1 pinned
+    at the origin, the torque on the elbow; constants in SI units as above. ``num_envs``
+    is the number of state columns stepped at once and ``dt`` the integration step (s).
     """
 
     def __init__(
@@ -192,11 +192,9 @@ class DoublePendulumEnv(TaskEnv):
     """Double pendulum, single env (see :mod:`steinrl.envs.double_pendulum`)."""
 
     task_cls = DoublePendulumTask
-    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / (DT * FRAME_SKIP))}
 
 
 class DoublePendulumVectorEnv(TaskVectorEnv):
     """Double pendulum, vectorized with next-step autoreset (see :mod:`steinrl.envs.double_pendulum`)."""
 
     task_cls = DoublePendulumTask
-    metadata = {**TaskVectorEnv.metadata, "render_fps": round(1 / (DT * FRAME_SKIP))}

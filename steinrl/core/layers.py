@@ -334,29 +334,18 @@ LAYERS.register("householder", HouseholderLinear)
 LAYERS.register("kronecker", KroneckerLinear)
 
 
-def make_layer(
-    name: str,
-    num_particles: int,
-    in_features: int,
-    out_features: int,
-    *,
-    bias: bool = True,
-    gain: float = 1.0,
-    generator: torch.Generator | None = None,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype | None = None,
-    **options,
-) -> StructuredLinear:
-    """Build a structured layer by name; ``options`` are the layer's declared options.
+def make_layer(name: str, num_particles: int, in_features: int, out_features: int, **kwargs) -> StructuredLinear:
+    """Build a structured layer by name.
 
-    ``"householder"`` takes ``K`` and ``scales``; ``"kronecker"`` takes ``factor_std``.
-    An unknown name or option raises :class:`~steinrl.errors.ConfigError` naming the
-    registered names / the layer's options.
+    :param kwargs: the constructor arguments every layer takes (``bias``, ``gain``,
+        ``generator``, ``device``, ``dtype``; see :class:`StructuredLinear`) and the family's
+        declared options (``"householder"``: ``K``, ``scales``; ``"kronecker"``:
+        ``factor_std``). An unknown name or option raises
+        :class:`~steinrl.errors.ConfigError` naming the registered names / the options.
     """
     cls = LAYERS.get(name)
     accepted = [o.name for o in options_of(cls)]
-    unknown = sorted(set(options) - set(accepted))
+    unknown = sorted(set(kwargs) - set(accepted) - {"bias", "gain", "generator", "device", "dtype"})
     if unknown:
         raise ConfigError(f"layer {name!r} does not take {unknown}; its options are {accepted}")
-    return cls(num_particles, in_features, out_features, bias=bias, gain=gain, generator=generator, device=device,
-               dtype=dtype, **options)
+    return cls(num_particles, in_features, out_features, **kwargs)

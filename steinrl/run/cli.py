@@ -150,7 +150,7 @@ def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001
     if cfg.run.threads > 0:
         torch.set_num_threads(cfg.run.threads)
     meta = {"steinrl_version": steinrl.__version__, "command": command, "run_name": run_dir.path.name,
-            "started": datetime.now().isoformat(timespec="seconds")}
+            "config_sources": list(cfg.sources), "started": datetime.now().isoformat(timespec="seconds")}
     start, first = time.perf_counter(), trainer.iteration
     checkpoints = CheckpointCallback(run_dir.checkpoint, cfg.run.checkpoint_every)
     callbacks = [MetricsCallback(run_dir.path, cfg.run.tensorboard), checkpoints,

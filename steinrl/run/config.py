@@ -97,7 +97,14 @@ class Section(Mapping):
 
 
 class Config(Section):
-    """A resolved, validated run config (top-level values and :class:`Section` s)."""
+    """A resolved, validated run config (top-level values and :class:`Section` s).
+
+    ``sources`` lists where its values came from, in order (files, ``the command line``).
+    """
+
+    def __init__(self, values: Mapping[str, Any], sources: tuple[str, ...] = ()) -> None:
+        super().__init__(values)
+        object.__setattr__(self, "sources", tuple(sources))
 
     def to_dict(self) -> dict[str, Any]:
         """A nested plain dict (safe to dump as YAML / JSON)."""
@@ -109,7 +116,8 @@ class Config(Section):
 
     def replace(self, overrides: Mapping[str, Any], where: str = "Config.replace") -> "Config":
         """A new config with ``overrides`` (nested, dotted or bare keys) applied and validated."""
-        return resolve([(self.to_dict(), "the config"), (dict(overrides), where)])
+        replaced = resolve([(self.to_dict(), "the config"), (dict(overrides), where)])
+        return Config(replaced, (*self.sources, where))
 
 
 # --- resolution -----------------------------------------------------------------------
@@ -268,7 +276,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
     from steinrl.run.algos import parse_algo
 
     parse_algo(values[""]["algo"]).job.check_env(values[""]["env"])
-    return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}})
+    return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
 
 
 # --- files ------------------------------------------------------------------------------
