@@ -53,6 +53,11 @@ def positive(value: Any) -> str | None:
     return None if value > 0 else "must be > 0"
 
 
+def step_size(value: Any) -> str | None:
+    """Check: a learning rate in (0, 1e6] (larger values overflow float32 updates)."""
+    return None if 0 < value <= 1e6 else "must be in (0, 1e6]"
+
+
 def non_negative(value: Any) -> str | None:
     """Check: a number >= 0."""
     return None if value >= 0 else "must be >= 0"

@@ -9,7 +9,7 @@ import torch
 from conftest import tiny_config, trained_run
 
 import steinrl
-from steinrl.rl.agent import NonFiniteError
+from steinrl.errors import NonFiniteError
 from steinrl.run.algos import algo_names
 from steinrl.run.checkpoint import load_checkpoint
 from steinrl.run.config import load_config

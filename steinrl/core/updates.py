@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from torch import nn
 
 from steinrl.core.svgd import BANDWIDTH_RULES, KERNELS, OPTIMIZERS, SVGD, _check_bandwidth_rule
-from steinrl.registry import Option, Registry, non_negative, positive
+from steinrl.registry import Option, Registry, non_negative, positive, step_size
 
 __all__ = ["ParticleUpdate", "UPDATES", "UPDATE_OPTIONS", "make_update", "halved_lr"]
 
@@ -30,7 +30,7 @@ def _check_bandwidth_option(value: str | float) -> str | None:
 UPDATE_OPTIONS: tuple[Option, ...] = (
     Option("optimizer", str, "adam", "Optimizer applied to -phi (adam: the SVPG code; rmsprop: the S²VGD paper).",
            choices=lambda: list(OPTIMIZERS)),
-    Option("lr", float, 5e-3, "Step size epsilon of the particle update.", check=positive),
+    Option("lr", float, 5e-3, "Step size epsilon of the particle update.", check=step_size),
     Option("bandwidth", (str, float), "svpg",
            "RBF bandwidth h: svpg (median d² / 2 log(M+1)), s2vgd (med² / log M) or a fixed positive number.",
            check=_check_bandwidth_option),

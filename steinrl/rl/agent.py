@@ -27,16 +27,13 @@ from steinrl.core.methods import METHODS
 from steinrl.core.priors import make_prior
 from steinrl.core.svgd import flatten
 from steinrl.core.updates import halved_lr, make_update
+from steinrl.errors import NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, compact
 
 __all__ = ["SVPGAgent", "NonFiniteError", "iteration_seed", "build_policy"]
-
-
-class NonFiniteError(RuntimeError):
-    """A value became NaN/inf; the message names the iteration, the particle(s) and the quantity."""
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -123,8 +120,11 @@ class SVPGAgent:
         T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.whole_episodes)
         with torch.no_grad():
             noise = policy.head.draw_noise((T_max, cfg.particles, sampler.E), gen, self.device)
-            batch = sampler.collect(policy.actor(noise), cfg.rollout.batch_size,
-                                    whole_episodes=cfg.rollout.whole_episodes, seed=seed)
+            try:
+                batch = sampler.collect(policy.actor(noise), cfg.rollout.batch_size,
+                                        whole_episodes=cfg.rollout.whole_episodes, seed=seed)
+            except NonFiniteError as exc:
+                raise NonFiniteError(f"{exc} at iteration {iteration}") from None
         policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))
         return batch
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import EnsembleMLP
-from steinrl.registry import Option, Registry, at_least_one, positive
+from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
 
@@ -76,7 +76,7 @@ class ValueEnsemble(Critic):
 
     options = (
         Option("hidden", list[int], [32, 32], "Hidden layer sizes of each particle's value MLP.", check=at_least_one),
-        Option("lr", float, 3e-3, "Adam step size of the value networks.", check=positive),
+        Option("lr", float, 3e-3, "Adam step size of the value networks.", check=step_size),
         Option("steps", int, 10, "Value-regression steps per iteration.", check=at_least_one),
         Option("minibatch", int, 1024, "Samples per particle in each value-regression step.", check=at_least_one),
     )

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from steinrl.errors import NonFiniteError
 from steinrl.registry import Option, at_least_one
 from steinrl.rl.heads import space_bounds
 
@@ -154,6 +155,9 @@ class Sampler:
                 self._obs[t] = obs
                 self._tstep[t] = tstep
             a_np = np.asarray(act(obs.reshape(M, E, -1), t)).reshape(N, *self._act.shape[2:])
+            if not np.isfinite(a_np).all():
+                bad = np.unique(np.flatnonzero(~np.isfinite(a_np).reshape(N, -1).all(1)) // E).tolist()
+                raise NonFiniteError(f"non-finite action at rollout step {t} in particle(s) {bad}")
             if store:
                 self._act[t] = a_np
             if low_high is not None:  # (np.clip costs several times more than these two)

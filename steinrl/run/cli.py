@@ -81,22 +81,27 @@ def _run_path(cfg) -> tuple[Path, bool]:
 
 
 def _claim_new_run(cfg) -> "RunDirectory":  # noqa: F821
-    from steinrl.run.loop import RunDirectory
+    """Create and lock a fresh run directory for ``cfg``. A directory in use (locked) or
+    holding a run raises :class:`ConfigError`, unless the name is automatic: then the next
+    free ``<name>-<k>`` is taken."""
+    from steinrl.run.loop import RunDirectory, RunDirectoryInUse
 
     path, auto = _run_path(cfg)
     for k in range(100):
-        candidate = path if k == 0 else path.with_name(f"{path.name}-{k}")
-        taken = (candidate / "checkpoint.pt").exists() or (candidate / "config.yaml").exists()
-        if not taken:
-            try:
-                return RunDirectory(candidate).acquire()
-            except ConfigError:
-                if not auto:
-                    raise
-                continue
-        if not auto:
-            raise ConfigError(f"run directory {candidate} already holds a run; resume it with --resume "
-                              f"{candidate} or choose another --run-name")
+        candidate = RunDirectory(path if k == 0 else path.with_name(f"{path.name}-{k}"))
+        if candidate.path.exists() and not auto:
+            if (candidate.path / RunDirectory.LOCK_NAME).exists():
+                candidate.acquire().release()  # raises, naming the PID, if another process holds it
+            if candidate.checkpoint.exists() or (candidate.path / "config.yaml").exists():
+                raise ConfigError(f"run directory {candidate.path} already holds a run; resume it with --resume "
+                                  f"{candidate.path} or choose another --run-name")
+        if auto and candidate.path.exists():
+            continue
+        try:
+            return candidate.acquire()
+        except RunDirectoryInUse:
+            if not auto:
+                raise
     raise ConfigError(f"no free run directory name next to {path}")
 
 
@@ -141,7 +146,7 @@ def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001
     """Train ``trainer`` to the end in the locked ``run_dir`` (a :class:`~steinrl.run.loop.RunDirectory`)
     with metrics, checkpoints, progress and signal handling; returns the exit code."""
     import steinrl
-    from steinrl.rl.agent import NonFiniteError
+    from steinrl.errors import NonFiniteError
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
     import torch

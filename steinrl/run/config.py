@@ -16,8 +16,9 @@ Resolution order (later wins):
 4. ``--config FILE`` files, in order;
 5. the command line: flags and ``--set key=value``.
 
-Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key is accepted
-where exactly one section has it (``batch_size`` -> ``rollout.batch_size``). Values are
+Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first
+section that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``,
+``lr`` -> ``update.lr`` and ``hidden`` -> ``policy.hidden``: the critic's come last). Values are
 checked against the declared type (``1e-3`` is read as a float, ``5e3`` as an int where
 an int is declared) and range; anything else raises :class:`~steinrl.errors.ConfigError`
 naming the key, where it came from, and what is valid.
@@ -176,10 +177,8 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
         if key in sections:
             raise ConfigError(f"{key!r} in {where} is a config section; set its keys, e.g. {key}.<key>=... "
                               f"(keys: {', '.join(o.name for o in sections[key])})")
+        # the first section that has it, in schema order (the critic after the policy's own parts)
         owners = [s for s, opts in sections.items() if s and any(o.name == key for o in opts)]
-        if len(owners) > 1:
-            raise ConfigError(f"config key {key!r} in {where} is ambiguous; use one of "
-                              f"{', '.join(f'{s}.{key}' for s in owners)}")
         if owners:
             return owners[0], next(o for o in sections[owners[0]] if o.name == key)
         valid = [o.name for o in sections[""]] + [f"{s}.{o.name}" for s, opts in sections.items() if s for o in opts]

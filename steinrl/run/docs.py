@@ -21,9 +21,9 @@ a2c estimator's `estimator.gae_lambda` and a `critic` section; `svgd-reinforce` 
 none of these.
 
 Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command line with
-`--set update.lr=1e-3`. A bare key is accepted where exactly one section has it
-(`--set batch_size=1000` means `rollout.batch_size`); `lr` is ambiguous (`update.lr`,
-`critic.lr`). Resolution order, later wins: declared defaults (and the method's own,
+`--set update.lr=1e-3`. A bare key means the first section below that has it
+(`--set batch_size=1000` is `rollout.batch_size`; `lr` is `update.lr` and `hidden` is
+`policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared defaults (and the method's own,
 e.g. `vmg` sets `layer.K: 0`), `configs/<env>.yaml`, `--preset`, `--config` files,
 flags and `--set`. Every value is checked against its declared type and range.
 """

@@ -33,6 +33,10 @@ __all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallbac
 CONFIG_NAME = "config.yaml"
 
 
+class RunDirectoryInUse(ConfigError):
+    """Another process holds the run directory's lock."""
+
+
 class Callback:
     """Hooks of :func:`fit`; every method is optional."""
 
@@ -72,6 +76,10 @@ class CheckpointCallback(Callback):
     def __init__(self, path: Path, every: int) -> None:
         self.path, self.every = path, every
         self.saved_iteration: int | None = None
+
+    def on_start(self, trainer: Trainer) -> None:
+        if self.path.is_file():  # a resumed run: its checkpoint is the last good one so far
+            self.saved_iteration = trainer.iteration
 
     def _save(self, trainer: Trainer) -> None:
         trainer.save(self.path)
@@ -203,7 +211,7 @@ class RunDirectory:
             lock.acquire(timeout=0)
         except Timeout:
             pid = (self.path / self.PID_NAME).read_text().strip() if (self.path / self.PID_NAME).is_file() else "?"
-            raise ConfigError(f"run directory {self.path} is in use by another process (PID {pid}); "
+            raise RunDirectoryInUse(f"run directory {self.path} is in use by another process (PID {pid}); "
                               "wait for it or choose another --run-name") from None
         self._lock = lock
         (self.path / self.PID_NAME).write_text(f"{os.getpid()}\n")

@@ -27,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import Tensor
@@ -35,7 +36,29 @@ from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.run.config import Config, resolve
 
-__all__ = ["EnsembleSB3Policy", "config_from_dict"]
+__all__ = ["EnsembleSB3Policy", "config_from_dict", "space_to_dict", "space_from_dict"]
+
+FORMAT = "steinrl.sb3.EnsembleSB3Policy"
+FORMAT_VERSION = 1
+
+
+def space_to_dict(space: gym.Space) -> dict[str, Any]:
+    """A Box or Discrete space as plain data (tensors, numbers, strings)."""
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": torch.as_tensor(space.low), "high": torch.as_tensor(space.high),
+                "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    raise ValueError(f"cannot save a policy for the space {space} (Box and Discrete only)")
+
+
+def space_from_dict(data: dict[str, Any]) -> gym.Space:
+    """The inverse of :func:`space_to_dict`."""
+    if data.get("type") == "Box":
+        return gym.spaces.Box(data["low"].numpy(), data["high"].numpy(), dtype=np.dtype(data["dtype"]))
+    if data.get("type") == "Discrete":
+        return gym.spaces.Discrete(data["n"], start=data["start"])
+    raise ValueError(f"unknown space record {data!r}")
 
 
 def config_from_dict(config: Config | dict[str, Any], where: str = "EnsembleSB3Policy") -> Config:
@@ -119,6 +142,34 @@ class EnsembleSB3Policy(BasePolicy):
         data = super()._get_constructor_parameters()
         data.update(config=self.config.to_dict(), act_mode=self.act_mode, particle=self.particle, seed=self.seed)
         return data
+
+    # --- save / load (plain data only: loading never unpickles objects) --------------------
+    def save(self, path: str | Path) -> None:
+        """Write the policy as tensors and plain data (SB3's own ``save`` pickles the spaces;
+        this format is read back with ``torch.load(weights_only=True)``)."""
+        torch.save({
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "observation_space": space_to_dict(self.observation_space),
+            "action_space": space_to_dict(self.action_space),
+            "config": self.config.to_dict(), "act_mode": self.act_mode, "particle": self.particle, "seed": self.seed,
+            "state_dict": self.state_dict(),
+        }, path)
+
+    @classmethod
+    def load(cls, path: str | Path, device: torch.device | str = "auto") -> "EnsembleSB3Policy":  # type: ignore[override]
+        """Read a policy written by :meth:`save` without executing anything in the file."""
+        from stable_baselines3.common.utils import get_device
+
+        from steinrl.run.checkpoint import CheckpointError, load_checkpoint
+
+        device = get_device(device)
+        state = load_checkpoint(path, map_location=device)
+        if state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(f"{path} is not an EnsembleSB3Policy saved by steinrl's EnsembleSB3Policy.save")
+        policy = cls(space_from_dict(state["observation_space"]), space_from_dict(state["action_space"]),
+                     state["config"], act_mode=state["act_mode"], particle=state["particle"], seed=state["seed"])
+        policy.load_state_dict(state["state_dict"])
+        return policy.to(device)
 
     # --- acting -------------------------------------------------------------------
     @property
