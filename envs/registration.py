@@ -7,8 +7,9 @@ single-env ``entry_point`` and a ``vector_entry_point``; any other Gymnasium id 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
 
@@ -89,6 +90,17 @@ def resolve_env_id(name: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def _missing_dependency(env_id: str) -> Iterator[None]:
+    """An env whose simulator is not installed (MuJoCo, Box2D, ...) raises one clear ConfigError."""
+    try:
+        yield
+    except gym.error.DependencyNotInstalled as exc:
+        extra = ' (pip install "steinrl[mujoco]")' if "mujoco" in str(exc).lower() else ""
+        raise ConfigError(f"{env_id} needs a simulator that is not installed{extra}: "
+                          f"{' '.join(str(exc).split())}") from None
+
+
 def make_vec(
     name: str, num_envs: int, *, vectorization_mode: str | None = None, **kwargs: Any
 ) -> gym.vector.VectorEnv:
@@ -100,7 +112,8 @@ def make_vec(
     """
     env_id = resolve_env_id(name)
     default_mode = "vector_entry_point" if is_steinrl_env(env_id) else "sync"
-    return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization_mode or default_mode, **kwargs)
+    with _missing_dependency(env_id):
+        return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization_mode or default_mode, **kwargs)
 
 
 def make(name: str, **kwargs: Any) -> gym.Env:
@@ -111,7 +124,8 @@ def make(name: str, **kwargs: Any) -> gym.Env:
     really gives 1000-step episodes (``-1``: no limit).
     """
     env_id = resolve_env_id(name)
-    env = gym.make(env_id, **kwargs)
+    with _missing_dependency(env_id):
+        env = gym.make(env_id, **kwargs)
     limit = kwargs.get("max_episode_steps")
     if limit is not None and is_steinrl_env(env_id):
         env.unwrapped.max_episode_steps = int(limit) if limit > 0 else NO_STEP_LIMIT

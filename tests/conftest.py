@@ -41,8 +41,8 @@ def tiny_config(algo="s2vgd-a2c", env="CartpoleSwingUp", **overrides):
     return cfg
 
 
-def trained_run(root, algo="s2vgd-a2c", env="Cartpole", **overrides):
+def trained_run(root, algo="s2vgd-a2c", env="Cartpole", run_name="r", **overrides):
     """Train a tiny run through the CLI's run loop into ``<root>/<env>/<algo>/r``; returns the run directory."""
     from steinrl.run.cli import train
 
-    return train(tiny_config(algo, env, **{"run.logdir": str(root), "run.run_name": "r", **overrides}))
+    return train(tiny_config(algo, env, **{"run.logdir": str(root), "run.run_name": run_name, **overrides}))

@@ -241,3 +241,32 @@ def test_sigterm_saves_exits_143_and_resume_keeps_the_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     meta = yaml.safe_load((run / "config.yaml").read_text())["_meta"]
     assert meta["command"] == first_command and "--resume" in meta["resumed_with"][-1]
+
+
+# --- the small things users notice --------------------------------------------------------
+def test_mujoco_task_without_mujoco_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['mujoco'] = None; from steinrl.run.cli import run_cli, train_main; "
+            f"sys.exit(run_cli(train_main, ['--env', 'InvertedDoublePendulum-v5', '--logdir', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and 'pip install "steinrl[mujoco]"' in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_groups_by_env_and_algo_counts_seeds_once_and_warns_on_unequal_lengths(tmp_path, capsys):
+    from steinrl.run.plotting import plot_runs
+
+    runs = tmp_path / "runs"
+    trained_run(runs, run_name="a", seed=0)
+    trained_run(runs, run_name="b", seed=1, iterations=3)
+    trained_run(runs, run_name="c", seed=0)  # seed 0 again, in another directory
+    trained_run(runs, run_name="d", seed=0, algo="svgd-a2c")
+    capsys.readouterr()
+    drawn = plot_runs([runs, runs / "Cartpole"], tmp_path / "c.png")  # overlapping paths: each run once
+    err = capsys.readouterr().err
+    assert set(drawn) == {("Cartpole", "s2vgd-a2c"), ("Cartpole", "svgd-a2c")}
+    s2 = drawn[("Cartpole", "s2vgd-a2c")]
+    assert s2["iteration"] == [0, 1, 2] and s2["n"] == [2, 2, 1]
+    assert "seed 0 of s2vgd-a2c on Cartpole appears in more than one run directory" in err
+    assert "unequal lengths (2 to 3 iterations)" in err
+    assert drawn[("Cartpole", "svgd-a2c")]["n"] == [1, 1]

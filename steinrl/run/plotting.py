@@ -1,77 +1,100 @@
-"""Learning curves from TensorBoard event files (like the S²VGD paper's figure 4)."""
+"""Learning curves of saved runs (like the S²VGD paper's figure 4): mean ± std across seeds.
+
+Runs are read from their ``config.yaml`` and ``metrics.jsonl``, grouped by (env, algo),
+each seed counted once, and aligned on the iteration. Curves of unequal length are drawn
+to the longest with the seeds each iteration has, and a warning says so.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from steinrl.run.config import ConfigError, read_run_config
+from steinrl.errors import ConfigError
+from steinrl.run.config import read_run_config
+from steinrl.run.logger import read_metrics
+
+__all__ = ["find_runs", "collect_curves", "plot_runs"]
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:
-    """Run directories (holding ``config.yaml``) at or below each path."""
-    runs: list[Path] = []
+    """Run directories (holding ``config.yaml``) at or below each path, each once."""
+    runs: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.exists():
-            raise FileNotFoundError(f"no such run directory: {p}")
+            raise ConfigError(f"no such run directory: {p}")
         if (p / "config.yaml").is_file():
-            runs.append(p)
-        else:
-            # os.walk follows symlinked run directories (Path.rglob does not before 3.13)
-            runs.extend(sorted(Path(d) for d, _, files in os.walk(p, followlinks=True) if "config.yaml" in files))
+            found = [p]
+        else:  # os.walk follows symlinked run directories (Path.rglob does not before 3.13)
+            found = sorted(Path(d) for d, _, files in os.walk(p, followlinks=True) if "config.yaml" in files)
+        for run in found:
+            runs.setdefault(run.resolve(), run)
     if not runs:
-        raise FileNotFoundError(f"no run directories (with config.yaml) under {', '.join(map(str, paths))}")
-    return runs
+        raise ConfigError(f"no run directories (with config.yaml) under {', '.join(map(str, paths))}")
+    return list(runs.values())
 
 
-def read_scalar(run_dir: str | Path, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(steps, values)`` of scalar ``key`` in a run's TensorBoard event files."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    if key not in acc.Tags().get("scalars", []):
-        raise ConfigError(f"run {run_dir} has no scalar {key!r}; it has: {', '.join(sorted(acc.Tags()['scalars']))}")
-    events = acc.Scalars(key)
-    return np.array([e.step for e in events]), np.array([e.value for e in events])
+def collect_curves(paths: list[str | Path], key: str) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
+    """``(env, algo) -> seed -> {iteration: value}`` of ``key``; a seed seen in two run
+    directories keeps the longer curve (with a warning)."""
+    groups: dict[tuple[str, str], dict[int, dict[int, float]]] = defaultdict(dict)
+    for run in find_runs(paths):
+        cfg = read_run_config(run / "config.yaml")
+        curve = {r["iteration"]: float(r[key]) for r in read_metrics(run) if isinstance(r.get(key), (int, float))}
+        if not curve:
+            print(f"warning: {run} has no {key!r} values; skipped", file=sys.stderr)
+            continue
+        seeds = groups[(cfg.env, cfg.algo)]
+        if cfg.seed in seeds:
+            print(f"warning: seed {cfg.seed} of {cfg.algo} on {cfg.env} appears in more than one run directory; "
+                  "counting it once (the longer curve)", file=sys.stderr)
+            if len(seeds[cfg.seed]) >= len(curve):
+                continue
+        seeds[cfg.seed] = curve
+    return dict(groups)
 
 
 def plot_runs(paths: list[str | Path], out: str | Path, key: str = "rollout/ep_rew_max_particle",
-              title: str | None = None) -> dict[str, dict[str, list[float]]]:
-    """Plot mean ± std across seeds of ``key`` per algorithm (one line each) into ``out``.
+              title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Draw mean ± std across seeds of ``key`` per (env, algo) into ``out`` (one panel per env).
 
-    :return: per algorithm, the iterations, mean and std that were drawn.
+    :return: per (env, algo), the iterations, mean, std and number of seeds drawn.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: dict[str, list[np.ndarray]] = defaultdict(list)
-    envs_seen = set()
-    for run in find_runs(paths):
-        cfg = read_run_config(run / "config.yaml")
-        envs_seen.add(cfg.env)
-        steps, values = read_scalar(run, key)
-        groups[cfg.algo].append((steps, values))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    drawn: dict[str, dict[str, list[float]]] = {}
-    for algo, curves in sorted(groups.items()):
-        n = min(len(s) for s, _ in curves)
-        steps = curves[0][0][:n]
-        vals = np.stack([v[:n] for _, v in curves])
-        mean, std = vals.mean(0), vals.std(0)
-        ax.plot(steps, mean, label=f"{algo} (n={len(curves)})")
-        ax.fill_between(steps, mean - std, mean + std, alpha=0.25)
-        drawn[algo] = {"iteration": steps.tolist(), "mean": mean.tolist(), "std": std.tolist()}
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(key)
-    ax.set_title(title or ", ".join(sorted(envs_seen)))
-    ax.grid(alpha=0.3)
-    ax.legend()
+    groups = collect_curves(paths, key)
+    if not groups:
+        raise ConfigError(f"no run under {', '.join(map(str, paths))} has values of {key!r}")
+    env_names = sorted({env for env, _ in groups})
+    fig, axes = plt.subplots(1, len(env_names), figsize=(6.4 * len(env_names), 4.2), squeeze=False)
+    drawn: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (env, algo), seeds in sorted(groups.items()):
+        ax = axes[0][env_names.index(env)]
+        iterations = sorted(set().union(*seeds.values()))
+        lengths = sorted({len(c) for c in seeds.values()})
+        if len(lengths) > 1:
+            print(f"warning: {algo} on {env}: curves have unequal lengths ({lengths[0]} to {lengths[-1]} iterations); "
+                  "each iteration is averaged over the seeds that reached it", file=sys.stderr)
+        values = [[c[i] for c in seeds.values() if i in c] for i in iterations]
+        mean = np.array([np.mean(v) for v in values])
+        std = np.array([np.std(v) for v in values])
+        n = [len(v) for v in values]
+        ax.plot(iterations, mean, label=f"{algo} (n={len(seeds)})")
+        ax.fill_between(iterations, mean - std, mean + std, alpha=0.25)
+        drawn[(env, algo)] = {"iteration": iterations, "mean": mean.tolist(), "std": std.tolist(), "n": n}
+    for ax, env in zip(axes[0], env_names):
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(key)
+        ax.set_title(title or env)
+        ax.grid(alpha=0.3)
+        ax.legend()
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
