@@ -15,7 +15,7 @@ from steinrl.bandits import (BANDIT_TASKS, BanditData, BanditEnv, Classification
 from steinrl.errors import ConfigError
 from steinrl.registry import options_of
 
-SYNTHETIC_AND_MUSHROOM = ["mushroom", "wheel", "linear", "sparse_linear"]
+SYNTHETIC_AND_MUSHROOM = ["Mushroom", "Wheel", "Linear", "SparseLinear"]
 
 
 def within_standard_errors(samples: np.ndarray, expected: float, how_many: float = 4.0) -> bool:
@@ -67,7 +67,7 @@ def test_bandit_data_rejects_inconsistent_shapes():
 
 
 def test_registry_names_and_option_defaults_match_constructors():
-    assert set(BANDIT_TASKS.names()) == {"mushroom", "wheel", "linear", "sparse_linear", "classification"}
+    assert set(BANDIT_TASKS.names()) == {"Mushroom", "Wheel", "Linear", "SparseLinear", "Classification"}
     for name in SYNTHETIC_AND_MUSHROOM:
         cls = BANDIT_TASKS.get(name)
         parameters = inspect.signature(cls.__init__).parameters
@@ -78,21 +78,21 @@ def test_registry_names_and_option_defaults_match_constructors():
 
 def test_make_task_rejects_unknown_names_and_bad_values():
     with pytest.raises(ConfigError, match="delta"):
-        make_task("wheel", radius=0.5)
+        make_task("Wheel", radius=0.5)
     with pytest.raises(ConfigError, match="registered"):
-        make_task("wheels")
+        make_task("Wheels")
     with pytest.raises(ConfigError, match="delta"):
-        make_task("wheel", delta=1.0)
+        make_task("Wheel", delta=1.0)
     with pytest.raises(ConfigError, match="showdown"):
-        make_task("mushroom", variant="poison")
+        make_task("Mushroom", variant="poison")
     with pytest.raises(ConfigError, match="dim must be int"):
-        make_task("linear", dim="10")
+        make_task("Linear", dim="10")
     with pytest.raises(ConfigError, match="nonzero"):
-        make_task("sparse_linear", dim=4, nonzero=5)
+        make_task("SparseLinear", dim=4, nonzero=5)
     with pytest.raises(ConfigError, match="path"):
-        make_task("classification")
+        make_task("Classification")
     with pytest.raises(ConfigError, match="target_column must be int or str"):
-        make_task("classification", path="data.csv", target_column=1.5)
+        make_task("Classification", path="data.csv", target_column=1.5)
 
 
 # --------------------------------------------------------------------------- Mushroom
@@ -137,7 +137,7 @@ def test_mushroom_context_is_one_hot_of_22_features():
 
 @pytest.mark.parametrize("variant, penalty", [("showdown", -35.0), ("s2vgd", -10.0)])
 def test_mushroom_rewards_against_the_raw_file(variant, penalty, mushroom_edible):
-    data = make_task("mushroom", variant=variant).sample(20000, np.random.default_rng(3))
+    data = make_task("Mushroom", variant=variant).sample(20000, np.random.default_rng(3))
     edible = np.array([mushroom_edible[row.tobytes()] for row in data.contexts])
     # class balance under sampling with replacement: 4208 / 8124 edible
     assert within_standard_errors(edible.astype(float), 4208 / 8124)
@@ -241,8 +241,8 @@ def test_classification_from_csv_equals_from_arrays(tmp_path):
     named = tmp_path / "iris_named.csv"
     names = np.array(["setosa", "versicolor", "virginica"])  # sorted like the integer classes
     write_csv(named, ["species", "a", "b", "c", "d"], [[name] + row for name, row in zip(names[labels], numbers)])
-    for task in (make_task("classification", path=str(plain)),
-                 make_task("classification", path=str(named), target_column="species"),
+    for task in (make_task("Classification", path=str(plain)),
+                 make_task("Classification", path=str(named), target_column="species"),
                  Classification.from_csv(named, target_column=0)):
         data = task.sample(400, np.random.default_rng(2))
         np.testing.assert_array_equal(data.contexts, from_arrays.contexts)
@@ -272,21 +272,21 @@ def test_classification_bad_csv_raises_config_error(tmp_path, header, rows, targ
     path = tmp_path / "bad.csv"
     write_csv(path, header, rows)
     with pytest.raises(ConfigError, match=message):
-        make_task("classification", path=str(path), target_column=target)
+        make_task("Classification", path=str(path), target_column=target)
 
 
 def test_classification_missing_file_raises_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
-        make_task("classification", path=str(tmp_path / "absent.csv"))
+        make_task("Classification", path=str(tmp_path / "absent.csv"))
 
 
 # --------------------------------------------------------------------------- Gymnasium
 
 
 @pytest.mark.filterwarnings("ignore:.*infinity:UserWarning")  # linear contexts are unbounded
-@pytest.mark.parametrize("name", [*SYNTHETIC_AND_MUSHROOM, "classification"])
+@pytest.mark.parametrize("name", [*SYNTHETIC_AND_MUSHROOM, "Classification"])
 def test_bandit_env_passes_check_env(name):
-    task = Classification(*load_iris(return_X_y=True)) if name == "classification" else make_task(name)
+    task = Classification(*load_iris(return_X_y=True)) if name == "Classification" else make_task(name)
     check_env(BanditEnv(task, horizon=20), skip_render_check=True)
 
 

@@ -34,7 +34,7 @@ def test_values_are_read_as_their_declared_type():
     ({"batch_size": 2.5}, "'rollout.batch_size' in the command line must be an integer, got 2.5"),
     ({"update.lr": 1e400}, "must be a finite number"),
     ({"update.lr": "nan"}, "must be a finite number"),
-    ({"update.optimizer": "lbfgs"}, "must be one of adam, rmsprop, sgd; got 'lbfgs'"),
+    ({"update.optimizer": "lbfgs"}, "must be one of adam, rmsprop, rmsprop_tf, sgd; got 'lbfgs'"),
     ({"prior.name": "laplace"}, "unknown prior 'laplace'; registered: " + ", ".join(PRIORS.names())),
     ({"update.bandwidth": -1.0}, "'update.bandwidth' in the command line must be 'svpg' or 's2vgd' or a positive"),
     ({"rollout": 3}, "'rollout' in the command line is a config section"),

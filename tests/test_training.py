@@ -10,7 +10,7 @@ from conftest import tiny_config, trained_run
 
 import steinrl
 from steinrl.errors import NonFiniteError
-from steinrl.run.algos import algo_names
+from steinrl.rl.job import PolicyGradientJob
 from steinrl.run.checkpoint import load_checkpoint
 from steinrl.run.config import load_config
 from steinrl.run.logger import read_metrics
@@ -27,7 +27,7 @@ def run(cfg, n, keep_time=False):
 
 
 @pytest.mark.parametrize("env", ["Cartpole", "CartpoleSwingUp", "DoublePendulum"])
-@pytest.mark.parametrize("algo", algo_names())
+@pytest.mark.parametrize("algo", PolicyGradientJob.algorithm_names())
 def test_every_algo_runs_on_every_task(algo, env):
     cfg = tiny_config(algo, env)
     trainer, rows = run(cfg, 2, keep_time=True)

@@ -108,6 +108,21 @@ class NIGLinearRegression:
         self.counts += added
         self._stale |= added > 0
 
+    _STATISTICS = ("gram", "moment", "sum_squares", "counts")
+
+    def statistics(self) -> dict[str, np.ndarray]:
+        """The sufficient statistics (copies): ``gram`` (k, D, D), ``moment`` (k, D), ``sum_squares`` (k,), ``counts`` (k,)."""
+        return {name: getattr(self, name).copy() for name in self._STATISTICS}
+
+    def load_statistics(self, statistics: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`statistics` returned (the posterior is then exactly the saved one)."""
+        for name in self._STATISTICS:
+            value = np.asarray(statistics[name], dtype=getattr(self, name).dtype)
+            if value.shape != getattr(self, name).shape:
+                raise ValueError(f"{name} has shape {value.shape}, expected {getattr(self, name).shape}")
+            setattr(self, name, value.copy())
+        self._stale[:] = True
+
     def fit(self, features: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
         """Posterior from exactly this data (NeuralLinear after its features change): reset, then update."""
         self.reset()

@@ -38,6 +38,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
+from steinrl.core.optim import TFRMSprop
+
 __all__ = [
     "flatten",
     "unflatten_into",
@@ -57,6 +59,7 @@ BANDWIDTH_RULES = ("svpg", "s2vgd")
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "rmsprop": torch.optim.RMSprop,
+    "rmsprop_tf": TFRMSprop,
     "sgd": torch.optim.SGD,
 }
 
@@ -260,6 +263,8 @@ class SVGD:
     :param compile: run :func:`svgd_direction` through ``torch.compile`` (off by default).
     :param proximal: weight of the S²VGD code's proximal term (:func:`proximal_gradient`;
         0.1 there, 0 = off), added to the gradient handed to the optimizer.
+    :param max_norm: if set, each particle's direction φ_i is scaled down to at most this
+        Euclidean norm before the optimizer sees it (gradient clipping, per particle).
     """
 
     def __init__(
@@ -273,6 +278,7 @@ class SVGD:
         optimizer_kwargs: dict | None = None,
         compile: bool = False,
         proximal: float = 0.0,
+        max_norm: float | None = None,
     ) -> None:
         self.params = list(params)
         if not self.params:
@@ -293,6 +299,9 @@ class SVGD:
         if not (math.isfinite(proximal) and proximal >= 0):
             raise ValueError(f"proximal must be >= 0, got {proximal!r}")
         self.proximal = float(proximal)
+        if max_norm is not None and not (math.isfinite(max_norm) and max_norm > 0):
+            raise ValueError(f"max_norm must be > 0 or None, got {max_norm!r}")
+        self.max_norm = max_norm
         self.prev_theta: Tensor | None = None  # (M, D) before the last update (proximal term)
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -317,6 +326,9 @@ class SVGD:
             if self.prev_theta is not None:
                 phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)
             self.prev_theta = theta
+        if self.max_norm is not None:
+            norm = torch.linalg.vector_norm(phi, dim=1, keepdim=True)  # M 1
+            phi.mul_((self.max_norm / norm.clamp_min(1e-30)).clamp_(max=1.0))
         for p, d in zip(self.params, unflatten_into(phi, self.params)):
             if p.grad is None:
                 p.grad = torch.neg(d)

@@ -21,7 +21,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
-from steinrl.registry import Option, non_negative, options_of, positive
+from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
 from steinrl.rl.estimators import ESTIMATORS
@@ -77,15 +77,30 @@ class PolicyGradientJob:
     :param cfg: the resolved config of an RL algorithm (``<method>-<estimator>``).
     """
 
-    #: The estimators an algorithm name of this job may end in (``<method>-<estimator>``).
-    estimators = ESTIMATORS
     #: The scalar summarising a run (the papers' metric): its final and best values end a CLI run.
     headline_metric = "rollout/ep_rew_max_particle"
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
+        Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )
+
+    @staticmethod
+    def algorithm_names() -> list[str]:
+        return [f"{m}-{e}" for e in ESTIMATORS for m in METHODS]
+
+    @staticmethod
+    def parse(name: str) -> tuple[str, str] | None:
+        """``(method, estimator)`` of ``<method>-<estimator>``, or None if it is not an RL algorithm."""
+        method, _, estimator = name.partition("-")
+        return (method, estimator) if method in METHODS and estimator in ESTIMATORS else None
+
+    @classmethod
+    def summary(cls, rows: list[dict[str, float]]) -> str:
+        key = cls.headline_metric
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
+        return f"final {values[-1]:.1f}, best {max(values):.1f} ({key})" if values else "no completed episodes"
 
     @staticmethod
     def sections(method: str, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
@@ -148,6 +163,11 @@ class PolicyGradientJob:
         self.envs = make_envs(cfg)
         self.sampler = Sampler(self.envs, cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon)
         self.agent = SVPGAgent(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+
+    @property
+    def num_steps(self) -> int:
+        """Iterations of a whole run."""
+        return self.cfg.iterations
 
     def step(self, iteration: int, hooks: RolloutHooks | None = None) -> dict[str, float] | None:
         """Collect and update once; returns the scalars (None if ``on_rollout_end`` skipped the update)."""

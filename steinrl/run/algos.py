@@ -3,7 +3,9 @@
 The *method* (:data:`steinrl.core.methods.METHODS`) fixes the prior family (layer) and
 the particle update; the *estimator* fixes how the objective is estimated and thereby
 the kind of job: RL estimators (:data:`steinrl.rl.estimators.ESTIMATORS`: ``reinforce``,
-``a2c``, ``ppo``) make a :class:`~steinrl.rl.job.PolicyGradientJob`. Every list of valid
+``a2c``, ``ppo``) make a :class:`~steinrl.rl.job.PolicyGradientJob`; ``ts`` (Stein
+Thompson sampling) and the bandit baselines (``uniform``, ``linfullpost``, ...: names
+without a method) make a :class:`~steinrl.bandits.job.BanditJob`. Every list of valid
 names is read from the registries.
 """
 
@@ -12,16 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from steinrl.core.methods import METHODS
+from steinrl.bandits.job import BanditJob
 from steinrl.errors import ConfigError
 from steinrl.registry import Registry
 from steinrl.rl.job import PolicyGradientJob
 
 __all__ = ["Algorithm", "JOBS", "parse_algo", "algo_names"]
 
-#: Job kinds: each holds the registry of estimators its algorithm names end in.
+#: Job kinds: each names its algorithms (``algorithm_names``) and parses them (``parse``).
 JOBS: Registry[Any] = Registry("job")
 JOBS.register("rl", PolicyGradientJob)
+JOBS.register("bandit", BanditJob)
 
 
 @dataclass(frozen=True)
@@ -29,20 +32,20 @@ class Algorithm:
     """A parsed algorithm name."""
 
     name: str
-    method: str
-    estimator: str
+    method: str | None  #: None for an algorithm that is not a particle method (a bandit baseline)
+    estimator: str  #: the estimator (RL) or agent (bandits)
     job: Any  #: the job class that runs it
 
 
 def algo_names() -> list[str]:
     """Every valid algorithm name, from the registries."""
-    return [f"{m}-{e}" for _, job in JOBS.items() for e in job.estimators for m in METHODS]
+    return [name for _, job in JOBS.items() for name in job.algorithm_names()]
 
 
 def parse_algo(name: Any) -> Algorithm:
-    """Split ``<method>-<estimator>`` into registered parts; an unknown name lists the valid ones."""
-    method, _, estimator = str(name).partition("-")
+    """Split an algorithm name into registered parts; an unknown name lists the valid ones."""
     for _, job in JOBS.items():
-        if method in METHODS and estimator in job.estimators:
-            return Algorithm(str(name), method, estimator, job)
+        parts = job.parse(str(name))
+        if parts is not None:
+            return Algorithm(str(name), parts[0], parts[1], job)
     raise ConfigError(f"unknown algo {name!r}; valid algos: {', '.join(algo_names())}")

@@ -57,7 +57,8 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     p.add_argument("--env", help="task name (default CartpoleSwingUp)")
     p.add_argument("--preset", help="a shipped preset (configs/presets/<name>.yaml)")
     p.add_argument("--particles", type=int, help="number of particles M")
-    p.add_argument("--iterations", type=int, help="number of iterations (with --resume: the new total)")
+    p.add_argument("--iterations", type=int, help="RL: number of iterations (with --resume: the new total)")
+    p.add_argument("--rounds", type=int, help="bandits: number of rounds (with --resume: the new total)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
     p.add_argument("--device", help="torch device: cpu or cuda")
@@ -111,7 +112,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     from steinrl.run.trainer import Trainer
 
     args = train_parser(prog).parse_args(argv)
-    flags = {"algo": args.algo, "particles": args.particles, "iterations": args.iterations, "seed": args.seed,
+    flags = {"algo": args.algo, "particles": args.particles, "iterations": args.iterations, "rounds": args.rounds,
+             "seed": args.seed,
              "temperature": args.temperature, "device": args.device, "run.logdir": args.logdir,
              "run.run_name": args.run_name}
     overrides = {k: v for k, v in flags.items() if v is not None}
@@ -124,11 +126,11 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
         trainer = Trainer(cfg)
         return run_training(trainer, _claim_new_run(cfg), command)
     run_dir = RunDirectory(Path(args.resume))
-    extra = sorted(set(overrides) - {"iterations", "run.progress"}) + [
+    extra = sorted(set(overrides) - {"iterations", "rounds", "run.progress"}) + [
         f"--{n}" for n in ("env", "config", "preset") if getattr(args, n)]
     if extra:
         raise ConfigError(f"--resume continues a run with its saved config; cannot also set {', '.join(extra)} "
-                          "(only --iterations, the new total, may change)")
+                          "(only --iterations or --rounds, the new total, may change)")
     if not (run_dir.path / "config.yaml").is_file():
         raise ConfigError(f"cannot resume: {run_dir.path} has no config.yaml")
     if not run_dir.checkpoint.is_file():
@@ -137,8 +139,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     trainer = Trainer(cfg)
     trainer.restore(run_dir.checkpoint)
     if trainer.done:
-        raise ConfigError(f"{run_dir.path} already has {trainer.iteration} iterations; --iterations is the total, "
-                          f"give more than {trainer.iteration} to continue")
+        raise ConfigError(f"{run_dir.path} already has {trainer.iteration} iterations; --iterations (--rounds) is the "
+                          f"total: give more to continue")
     return run_training(trainer, run_dir.acquire(), command)
 
 
@@ -196,13 +198,11 @@ def train(cfg) -> Path:  # noqa: ANN001
 def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:
     from steinrl.run.logger import read_metrics
 
-    key = trainer.job.headline_metric
-    values = [r[key] for r in read_metrics(run_dir) if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
-    result = f"final {values[-1]:.1f}, best {max(values):.1f} ({key})" if values else "no completed episodes"
+    result = trainer.job.summary(read_metrics(run_dir))
     if status == "interrupted":
         print(f"stopped after iteration {trainer.iteration}; checkpoint saved. Continue with: "
               f"steinrl train --resume {run_dir}", file=sys.stderr)
-    print(f"{status}: {trainer.iteration - first} iterations ({trainer.iteration}/{cfg.iterations}) in "
+    print(f"{status}: {trainer.iteration - first} iterations ({trainer.iteration}/{trainer.job.num_steps}) in "
           f"{seconds:.1f} s; {result}; run {run_dir}\n"
           f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
 
@@ -218,7 +218,8 @@ def evaluate_parser(prog: str = "steinrl evaluate") -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="torch device")
     p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json)")
     p.add_argument("--plot", metavar="PNG", help="draw learning curves of all RUNs (mean ± std across seeds)")
-    p.add_argument("--key", default="rollout/ep_rew_max_particle", help="scalar to plot")
+    p.add_argument("--key", help="scalar to plot (default: the run's headline metric: RL "
+                                 "rollout/ep_rew_max_particle, bandits bandit/cumulative_regret)")
     p.add_argument("--plot-only", action="store_true", help="only plot, do not run episodes")
     p.add_argument("--video", metavar="FILE", help="record one episode (.mp4 needs imageio[ffmpeg]; .gif works)")
     p.add_argument("--video-mode", default="best", choices=["best", "sample", "mean"],
@@ -250,6 +251,8 @@ def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evalua
     if args.plot_only:
         return 0
     for run in args.runs:
+        if _evaluate_bandit_run(Path(run), args.json):
+            continue
         cfg, policy, ckpt = load_run(run, device=args.device)
         result = evaluate(cfg, policy, args.episodes, deterministic=not args.stochastic, seed=args.seed)
         result["checkpoint"] = str(ckpt)
@@ -265,6 +268,29 @@ def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evalua
             record_video(cfg, policy, args.video, mode=args.video_mode, particle=best, seed=args.seed)
             print(f"wrote {args.video}")
     return 0
+
+
+def _evaluate_bandit_run(run: Path, json_path: str | None) -> bool:
+    """A bandit run is scored by the rounds it played: print its summary; False for other runs."""
+    import json
+
+    from steinrl.run.algos import parse_algo
+    from steinrl.run.config import read_run_config
+    from steinrl.run.logger import read_metrics
+
+    if not (run.is_dir() and (run / "config.yaml").is_file()):
+        return False
+    cfg = read_run_config(run / "config.yaml")
+    job = parse_algo(cfg.algo).job
+    if job.headline_metric != "bandit/cumulative_regret":
+        return False
+    rows = read_metrics(run)
+    print(f"{cfg.algo} on {cfg.env}: {job.summary(rows)}")
+    out = Path(json_path) if json_path else run / "evaluation.json"
+    out.write_text(json.dumps({"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, **(rows[-1] if rows else {})},
+                              indent=2))
+    print(f"wrote {out}")
+    return True
 
 
 # --- the steinrl command ----------------------------------------------------------------

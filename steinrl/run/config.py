@@ -50,7 +50,6 @@ TRAINER_OPTIONS: tuple[Option, ...] = (
     Option("env", str, "CartpoleSwingUp", "Task: a steinrl short name or any Gymnasium id."),
     Option("seed", int, 0, "Seed of parameter init, action noise and env resets.", check=non_negative),
     Option("device", str, "cpu", "Torch device of particles, kernel and update (cpu, cuda, cuda:1)."),
-    Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
     Option("particles", int, 16, "Number of particles M.", check=at_least_one),
 )
 
@@ -161,10 +160,30 @@ def schema(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, tupl
 
     algorithm = parse_algo(algo)
     job = algorithm.job
-    sections = {"": TRAINER_OPTIONS + tuple(job.options)}
+    own = {o.name for o in job.options}  # a job may redeclare a Trainer option (its own default)
+    sections = {"": tuple(o for o in TRAINER_OPTIONS if o.name not in own) + tuple(job.options)}
     sections.update(job.sections(algorithm.method, algorithm.estimator, dict(chosen or {})))
     sections["run"] = RUN_OPTIONS
     return sections
+
+
+def check_algo_env(algo: Any, env: Any) -> None:
+    """Raise :class:`ConfigError` unless ``env`` is a task of ``algo``'s job (naming the job it belongs to)."""
+    from steinrl.run.algos import JOBS, parse_algo
+
+    job = parse_algo(algo).job
+    try:
+        job.check_env(env)
+    except ConfigError:
+        for name, other in JOBS.items():
+            if other is not job:
+                try:
+                    other.check_env(env)
+                except ConfigError:
+                    continue
+                raise ConfigError(f"{env!r} is a task of {name} algorithms ({', '.join(other.algorithm_names())}); "
+                                  f"{algo!r} is not one of them") from None
+        raise
 
 
 def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], where: str) -> tuple[str, Option]:
@@ -264,6 +283,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
     flat = [(_items(raw, where), where) for raw, where in layers]
     algo = _last(flat, ("algo",), TRAINER_OPTIONS[0].default)
     chosen = {part: _last(flat, (part, "name"), None) for part in ("prior", "critic")}
+    chosen["env"] = _last(flat, ("env",), TRAINER_OPTIONS[1].default)
     sections = schema(coerce(TRAINER_OPTIONS[0], algo, "algo", "the config"),
                       {k: v for k, v in chosen.items() if isinstance(v, str)})
     values: dict[str, dict[str, Any]] = {s: {o.name: o.default for o in opts} for s, opts in sections.items()}
@@ -272,9 +292,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
             section, option = _locate(path, sections, where)
             key = f"{section}.{option.name}" if section else option.name
             values[section][option.name] = coerce(option, value, key, where)
-    from steinrl.run.algos import parse_algo
-
-    parse_algo(values[""]["algo"]).job.check_env(values[""]["env"])
+    check_algo_env(values[""]["algo"], values[""]["env"])
     return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
 
 
@@ -360,6 +378,9 @@ def load_config(algo: str | None = None, env: str | None = None, overrides: Mapp
     env = TRAINER_OPTIONS[1].default if env is None else env
     if not isinstance(env, str):
         raise ConfigError(f"env must be a string, got {env!r}")
+    if algo is None:
+        algo = overrides.get("algo") or next((f["algo"] for f, _ in reversed(files) if "algo" in f), None)
+    check_algo_env(TRAINER_OPTIONS[0].default if algo is None else algo, env)
     layers = []
     if env and env_config_path(env).is_file():
         layers.append((load_yaml(env_config_path(env)), str(env_config_path(env))))

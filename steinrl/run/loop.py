@@ -111,7 +111,7 @@ class ProgressCallback(Callback):
         if self.bar_enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=trainer.config.iterations, initial=trainer.iteration, unit="it", desc=self.desc,
+            self.bar = tqdm(total=trainer.job.num_steps, initial=trainer.iteration, unit="it", desc=self.desc,
                             dynamic_ncols=True, file=sys.stderr)
 
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
@@ -122,7 +122,7 @@ class ProgressCallback(Callback):
         elif trainer.iteration % self.log_every == 0 or trainer.done:
             text = " ".join(f"{k}={v}" for k, v in fields.items())
             elapsed = time.perf_counter() - self.start
-            print(f"[{self.desc}] iteration {trainer.iteration}/{trainer.config.iterations} {text} "
+            print(f"[{self.desc}] iteration {trainer.iteration}/{trainer.job.num_steps} {text} "
                   f"({elapsed:.0f} s)", file=sys.stderr, flush=True)
 
     def on_end(self, trainer: Trainer, status: str) -> None:

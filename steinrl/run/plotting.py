@@ -38,15 +38,27 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
     return list(runs.values())
 
 
-def collect_curves(paths: list[str | Path], key: str) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
-    """``(env, algo) -> seed -> {iteration: value}`` of ``key``; a seed seen in two run
-    directories keeps the longer curve (with a warning)."""
-    groups: dict[tuple[str, str], dict[int, dict[int, float]]] = defaultdict(dict)
+Curves = dict[tuple[str, str], dict[int, dict[int, float]]]
+
+
+def collect_curves(paths: list[str | Path], key: str | None) -> tuple[Curves, dict[tuple[str, str], tuple[str, str]]]:
+    """``(env, algo) -> seed -> {x: value}`` of ``key`` (None: each run's headline metric; x
+    the iteration, or the rounds for bandits), and ``(env, algo) -> (x name, key)``. A seed
+    seen in two run directories keeps the longer curve (with a warning)."""
+    from steinrl.run.algos import parse_algo
+
+    groups: Curves = defaultdict(dict)
+    labels: dict[tuple[str, str], tuple[str, str]] = {}
     for run in find_runs(paths):
         cfg = read_run_config(run / "config.yaml")
-        curve = {r["iteration"]: float(r[key]) for r in read_metrics(run) if isinstance(r.get(key), (int, float))}
+        job = parse_algo(cfg.algo).job
+        run_key = key or job.headline_metric
+        x_key = getattr(job, "x_metric", None) or "iteration"  # bandits: rounds played
+        curve = {int(r[x_key]): float(r[run_key]) for r in read_metrics(run)
+                 if isinstance(r.get(run_key), (int, float))}
+        labels[(cfg.env, cfg.algo)] = (x_key.split("/")[-1], run_key)
         if not curve:
-            print(f"warning: {run} has no {key!r} values; skipped", file=sys.stderr)
+            print(f"warning: {run} has no {run_key!r} values; skipped", file=sys.stderr)
             continue
         seeds = groups[(cfg.env, cfg.algo)]
         if cfg.seed in seeds:
@@ -55,12 +67,14 @@ def collect_curves(paths: list[str | Path], key: str) -> dict[tuple[str, str], d
             if len(seeds[cfg.seed]) >= len(curve):
                 continue
         seeds[cfg.seed] = curve
-    return dict(groups)
+    return dict(groups), labels
 
 
-def plot_runs(paths: list[str | Path], out: str | Path, key: str = "rollout/ep_rew_max_particle",
-              title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+def plot_runs(paths: list[str | Path], out: str | Path, key: str | None = None, title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Draw mean ± std across seeds of ``key`` per (env, algo) into ``out`` (one panel per env).
+
+    ``key`` None: each run's headline metric (RL: ``rollout/ep_rew_max_particle``, bandits:
+    ``bandit/cumulative_regret``).
 
     :return: per (env, algo), the iterations, mean, std and number of seeds drawn.
     """
@@ -69,7 +83,7 @@ def plot_runs(paths: list[str | Path], out: str | Path, key: str = "rollout/ep_r
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = collect_curves(paths, key)
+    groups, labels = collect_curves(paths, key)
     if not groups:
         raise ConfigError(f"no run under {', '.join(map(str, paths))} has values of {key!r}")
     env_names = sorted({env for env, _ in groups})
@@ -90,8 +104,9 @@ def plot_runs(paths: list[str | Path], out: str | Path, key: str = "rollout/ep_r
         ax.fill_between(iterations, mean - std, mean + std, alpha=0.25)
         drawn[(env, algo)] = {"iteration": iterations, "mean": mean.tolist(), "std": std.tolist(), "n": n}
     for ax, env in zip(axes[0], env_names):
-        ax.set_xlabel("iteration")
-        ax.set_ylabel(key)
+        x_name, y_name = next(v for (e, _), v in labels.items() if e == env)
+        ax.set_xlabel(x_name)
+        ax.set_ylabel(y_name)
         ax.set_title(title or env)
         ax.grid(alpha=0.3)
         ax.legend()

@@ -34,7 +34,7 @@ __all__ = ["Trainer", "check_device", "CHECKPOINT_FORMAT"]
 CHECKPOINT_FORMAT = "steinrl.trainer"
 CHECKPOINT_VERSION = 2
 #: Config keys that may differ between a checkpoint and the Trainer restoring it.
-_FREE_KEYS = ("iterations", "device", "run")
+_FREE_KEYS = ("iterations", "rounds", "device", "run")
 
 
 def check_device(device: str) -> None:
@@ -66,8 +66,8 @@ class Trainer:
 
     @property
     def done(self) -> bool:
-        """True once ``config.iterations`` iterations are done."""
-        return self.iteration >= self.config.iterations
+        """True once the job's steps are done (RL: ``iterations``; bandits: the rounds' refit blocks)."""
+        return self.iteration >= self.job.num_steps
 
     def step(self, hooks: Any = None) -> dict[str, float] | None:
         """Run one iteration; returns its scalar metrics.

@@ -5,7 +5,7 @@ for every round, the context, the expected reward E[r | x, a] of every arm and o
 reward of every arm (an agent only sees the arm it pulls). Keeping the expected rewards makes
 the regret exact rather than a noisy estimate::
 
-    task = make_task("wheel", delta=0.9)
+    task = make_task("Wheel", delta=0.9)
     data = task.sample(2000, np.random.default_rng(0))     # contexts (2000, 2), rewards (2000, 5)
     arms = my_agent_arms(data.contexts)                    # (2000,) ints
     cumulative_regret = regret(data.expected_rewards, arms).cumsum()

@@ -72,7 +72,7 @@ def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.nd
     return features, body[:, target]
 
 
-@BANDIT_TASKS.register("classification")
+@BANDIT_TASKS.register("Classification")
 class Classification(BanditTask):
     """A classification data set as a bandit: arm = predicted class, reward 1 if right, else 0.
 
@@ -82,12 +82,12 @@ class Classification(BanditTask):
 
     :param features: ``(N, d)`` numeric features.
     :param labels: ``(N,)`` class of each row (any values; at least two distinct).
-        Build from a CSV file with :meth:`from_csv` (what ``make_task("classification", path=...)`` does).
+        Build from a CSV file with :meth:`from_csv` (what ``make_task("Classification", path=...)`` does).
     :param replace: draw rows with replacement; ``False`` draws a random permutation (at most
         one pass over the data, Showdown's shuffle-and-take).
     """
 
-    name = "classification"
+    name = "Classification"
     options = (
         Option("path", (str, None), None, "CSV file: numeric feature columns and a class column, header optional."),
         Option("target_column", (int, str), -1, "Class column: an index (negative: from the end) or a header name."),

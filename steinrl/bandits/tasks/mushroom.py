@@ -38,7 +38,7 @@ def _mushroom_table() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     return one_hot, edible, tuple(names)
 
 
-@BANDIT_TASKS.register("mushroom")
+@BANDIT_TASKS.register("Mushroom")
 class Mushroom(BanditTask):
     """Mushroom: eat or leave a mushroom described by 22 categorical features (UCI, 8124 rows).
 
@@ -49,7 +49,7 @@ class Mushroom(BanditTask):
     with replacement, so edible : poisonous ≈ 4208 : 3916.
     """
 
-    name = "mushroom"
+    name = "Mushroom"
     NO_EAT: ClassVar[int] = 0
     EAT: ClassVar[int] = 1
     context_bounds = (0.0, 1.0)

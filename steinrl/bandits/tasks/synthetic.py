@@ -18,7 +18,7 @@ def _open_interval(value: float) -> str | None:
     return None if 0.0 < value < 1.0 else "must be in (0, 1)"
 
 
-@BANDIT_TASKS.register("wheel")
+@BANDIT_TASKS.register("Wheel")
 class Wheel(BanditTask):
     """The wheel bandit (Showdown section 5): contexts uniform in the unit disc, 5 arms.
 
@@ -29,7 +29,7 @@ class Wheel(BanditTask):
     so a bigger δ makes exploration harder.
     """
 
-    name = "wheel"
+    name = "Wheel"
     MEAN_REWARDS: ClassVar[tuple[float, ...]] = (1.0, 1.0, 1.0, 1.0, 1.2)
     LARGE_REWARD: ClassVar[float] = 50.0
     REWARD_STD: ClassVar[float] = 0.01
@@ -58,7 +58,7 @@ class Wheel(BanditTask):
 # --------------------------------------------------------------------------- linear
 
 
-@BANDIT_TASKS.register("linear")
+@BANDIT_TASKS.register("Linear")
 class Linear(BanditTask):
     """Linear arms (Showdown's ``sample_linear_data``): r = xᵀβ_a + N(0, s_a²), x ~ N(0, I_d).
 
@@ -67,7 +67,7 @@ class Linear(BanditTask):
     sampled. Noise std s_a: ``noise_std`` for every arm, or by default Showdown's 0.01·(a + 1).
     """
 
-    name = "linear"
+    name = "Linear"
     options = (
         Option("dim", int, 10, "Context dimension d.", check=at_least_one),
         Option("arms", int, 8, "Number of arms k.", check=at_least_one),
@@ -95,12 +95,12 @@ class Linear(BanditTask):
         return BanditData(contexts=contexts, expected_rewards=expected_rewards, rewards=rewards)
 
 
-@BANDIT_TASKS.register("sparse_linear")
+@BANDIT_TASKS.register("SparseLinear")
 class SparseLinear(Linear):
     """:class:`Linear` with only ``nonzero`` non-zero coordinates in each β_a, at random places
     (Showdown's ``sample_sparse_linear_data``: k = 7, d = 10, ⌊d/3⌋ = 3 non-zeros)."""
 
-    name = "sparse_linear"
+    name = "SparseLinear"
     options = (
         Linear.options[0],
         replace(Linear.options[1], default=7),

@@ -1,0 +1,232 @@
+"""Neural bandit agents: Stein Thompson sampling and the neural greedy baselines.
+
+:class:`ParticleRegressor` fits f_θ(x) ∈ R^k to the rounds so far (squared error on the
+pulled arm only), M particles at once, with Showdown's refit protocol: every
+``protocol.refit_every`` rounds, ``protocol.refit_steps`` minibatch steps of
+``protocol.minibatch`` rounds drawn with replacement from all data, the learning rate
+decaying as ``lr / (1 + lr_decay · t)`` over all steps t of the run, each particle's step
+clipped to ``protocol.max_grad_norm``.
+
+- ``<method>-ts`` (:class:`SteinThompsonSampling`): the particles are moved by the
+  method's particle update (SVGD, or independent) towards the posterior
+  p(θ | D) ∝ Π_t N(r_t; f_θ(x_t)_{a_t}, σ²) p(θ): the minibatch log-likelihood is scaled
+  by N / B. Each round one particle is drawn uniformly and its greedy arm is played.
+- ``greedy`` / ``egreedy``: one network fitted to Showdown's cost (the minibatch mean of
+  the squared error) and played greedily (with probability ε, a uniform arm instead).
+- ``uniform``: a uniformly random arm every round.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
+from steinrl.core.ensemble import EnsembleMLP, mlp_forward
+from steinrl.core.methods import METHODS
+from steinrl.core.optim import inverse_time_lr
+from steinrl.core.priors import make_prior
+from steinrl.core.svgd import SVGD
+from steinrl.core.updates import UPDATES
+from steinrl.registry import Option, at_least_one, positive, unit_interval
+
+__all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
+           "LIKELIHOOD_OPTIONS"]
+
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functional.elu}
+
+MODEL_OPTIONS: tuple[Option, ...] = (
+    Option("hidden", list[int], [50], "Hidden layer sizes of the reward network.", check=at_least_one),
+    Option("activation", str, "relu", "Hidden activation of the reward network.", choices=("relu", "tanh", "elu")),
+)
+LIKELIHOOD_OPTIONS: tuple[Option, ...] = (
+    Option("noise_variance", float, 1.0, "σ² of the Gaussian reward likelihood (the initial value if learned).",
+           check=positive),
+    Option("learn_noise", bool, False, "Learn a noise precision per arm and particle (a Gamma(a, b) prior; it joins "
+                                       "the particle vector)."),
+    Option("noise_a", float, 1.0, "Gamma shape a of the prior on a learned noise precision.", check=positive),
+    Option("noise_b", float, 1.0, "Gamma rate b of the prior on a learned noise precision.", check=positive),
+)
+
+
+class ParticleRegressor:
+    """M reward networks f_θi: R^d -> R^k fitted to the history with the refit protocol.
+
+    :param cfg: the resolved config (sections ``protocol``, ``model`` and, for a particle
+        method, ``layer``, ``prior``, ``likelihood``, ``update``).
+    :param num_arms: k.
+    :param context_dim: d.
+    :param particles: M.
+    :param method: a particle method (``s2vgd``, ...): posterior fitting; None: one network
+        fitted to Showdown's cost, no prior.
+    """
+
+    def __init__(self, cfg: Any, num_arms: int, context_dim: int, particles: int, method: str | None) -> None:
+        self.cfg, self.method = cfg, method
+        generator = torch.Generator().manual_seed(cfg.seed)
+        spec = METHODS.get(method) if method else None
+        self.net = EnsembleMLP(particles, context_dim, cfg.model.hidden, num_arms, activation=cfg.model.activation,
+                               layer=spec.layer if spec else "gaussian", layer_options=dict(cfg.layer) if spec else {},
+                               generator=generator)
+        params = list(self.net.parameters())
+        self.prior = self.log_noise_precision = None
+        if spec is not None:
+            groups = {name: g.shape[1] for name, g in self.net.prior_groups().items()}
+            options = {k: v for k, v in cfg.prior.items() if k not in ("name", "weight")}
+            self.prior = make_prior(cfg.prior.name, groups, particles, **options)
+            params += self.prior.particle_parameters()
+            if cfg.likelihood.learn_noise:
+                start = -math.log(cfg.likelihood.noise_variance)
+                self.log_noise_precision = torch.nn.Parameter(torch.full((particles, num_arms), start))
+                params.append(self.log_noise_precision)
+        protocol = cfg.protocol
+        self.svgd = SVGD(params, lr=protocol.lr, optimizer=protocol.optimizer,
+                         kernel=UPDATES.get(spec.update).kernel if spec else "independent",
+                         bandwidth=cfg.update.bandwidth if spec else "svpg", max_norm=protocol.max_grad_norm)
+        self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
+
+    @torch.no_grad()
+    def predict(self, contexts: np.ndarray) -> np.ndarray:
+        """Expected rewards ``(M, B, k)`` of contexts ``(B, d)``."""
+        return self.net(torch.from_numpy(np.ascontiguousarray(contexts, dtype=np.float32))).numpy()
+
+    @torch.no_grad()
+    def features(self, contexts: np.ndarray) -> np.ndarray:
+        """The last hidden layer of particle 0, ``(B, hidden[-1])`` float64 (NeuralLinear's features)."""
+        hidden = [(w[:1], b[:1]) for w, b in self.net.dense()[:-1]]  # all but the output layer
+        x = torch.from_numpy(np.ascontiguousarray(contexts, dtype=np.float32))
+        pre = mlp_forward(hidden, x, self.net.activation)  # the last hidden layer before its activation
+        return _ACTIVATIONS[self.net.activation](pre[0]).double().numpy()
+
+    def _log_target(self, x: torch.Tensor, arms: torch.Tensor, rewards: torch.Tensor, n_data: int) -> torch.Tensor:
+        """log target per particle ``(M,)`` on a minibatch; also stores the mean squared error."""
+        pred = self.net(x)  # M B k
+        pulled = pred.gather(2, arms.view(1, -1, 1).expand(pred.shape[0], -1, 1)).squeeze(2)  # M B
+        sq = (rewards.view(1, -1) - pulled).square()  # M B
+        self.last_mse = float(sq.detach().mean())
+        B = x.shape[0]
+        if self.prior is None:  # Showdown's cost: the minibatch mean of the squared error
+            return -sq.sum(1) / B
+        lik = self.cfg.likelihood
+        if self.log_noise_precision is None:
+            log_lik = -0.5 * sq.sum(1) / lik.noise_variance
+            noise_prior = 0.0
+        else:
+            u = self.log_noise_precision[:, arms]  # M B: log γ of each round's arm
+            log_lik = (0.5 * u - 0.5 * u.exp() * sq).sum(1)
+            v = self.log_noise_precision  # Gamma(a, rate b) on γ, with the Jacobian of γ = e^v
+            noise_prior = (lik.noise_a * v - lik.noise_b * v.exp()).sum(1)
+        weight = self.cfg.prior.weight
+        return (n_data / B) * log_lik + weight * self.net.log_prior(self.prior) + noise_prior
+
+    def fit(self, history: History, step: int) -> dict[str, float]:
+        """``protocol.refit_steps`` particle updates on minibatches of ``history``."""
+        protocol = self.cfg.protocol
+        rng = np.random.default_rng([self.cfg.seed, step, 17])
+        contexts = torch.from_numpy(history.contexts)
+        arms = torch.from_numpy(history.arms)
+        rewards = torch.from_numpy(history.rewards).float()
+        n = len(history)
+        info: dict[str, torch.Tensor] = {}
+        for _ in range(protocol.refit_steps):
+            idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
+            lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
+            for group in self.svgd.optimizer.param_groups:
+                group["lr"] = lr
+            self.svgd.zero_grad()
+            (-self._log_target(contexts[idx], arms[idx], rewards[idx], n).sum()).backward()
+            info = self.svgd.step()
+            self.steps_taken += 1
+        scalars = {"mse": self.last_mse, "lr": lr}
+        scalars.update({k: float(v) for k, v in info.items()})
+        if self.log_noise_precision is not None:
+            scalars["noise_sd"] = float((-0.5 * self.log_noise_precision.detach()).exp().mean())
+        return scalars
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"net": self.net.state_dict(), "svgd": self.svgd.state_dict(), "steps_taken": self.steps_taken}
+        if self.prior is not None:
+            state["prior"] = self.prior.state_dict()
+        if self.log_noise_precision is not None:
+            state["log_noise_precision"] = self.log_noise_precision.detach().clone()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        if self.prior is not None:
+            self.prior.load_state_dict(state["prior"])
+        if self.log_noise_precision is not None:
+            with torch.no_grad():
+                self.log_noise_precision.copy_(state["log_noise_precision"])
+        self.svgd.load_state_dict(state["svgd"])
+        self.steps_taken = int(state["steps_taken"])
+
+
+class _NeuralAgent(BanditAgent):
+    """An agent whose model is a :class:`ParticleRegressor` refitted after every block."""
+
+    model: ParticleRegressor
+
+    def refit(self, history: History, step: int) -> dict[str, float]:
+        return self.model.fit(history, step)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any], history: History) -> None:
+        self.model.load_state_dict(state["model"])
+
+
+@AGENTS.register("ts")
+class SteinThompsonSampling(_NeuralAgent):
+    """Thompson sampling with M particles: each round, a uniformly drawn particle's greedy arm."""
+
+    sections = {"model": MODEL_OPTIONS, "likelihood": LIKELIHOOD_OPTIONS}  # + layer, prior, update (the method's)
+
+    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+        super().__init__(cfg, num_arms, context_dim)
+        self.model = ParticleRegressor(cfg, num_arms, context_dim, cfg.particles, cfg.algo.rpartition("-")[0])
+
+    def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        preds = self.model.predict(contexts)  # M B k
+        which = rng.integers(preds.shape[0], size=len(contexts))
+        return preds[which, np.arange(len(contexts))].argmax(1)
+
+
+@AGENTS.register("greedy")
+class Greedy(_NeuralAgent):
+    """One network, always its best arm (ε = 0)."""
+
+    sections = {"model": MODEL_OPTIONS}
+
+    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+        super().__init__(cfg, num_arms, context_dim)
+        self.model = ParticleRegressor(cfg, num_arms, context_dim, 1, None)
+
+    def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.model.predict(contexts)[0].argmax(1)
+
+
+@AGENTS.register("egreedy")
+class EpsilonGreedy(Greedy):
+    """One network; with probability ε a uniformly random arm, else its best arm."""
+
+    sections = {"model": MODEL_OPTIONS, "agent": (
+        Option("epsilon", float, 0.01, "Probability of a uniformly random arm (the S²VGD paper: 0.01, 0.03).",
+               check=unit_interval),)}
+
+    def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        arms = super().act(contexts, rng)
+        explore = rng.random(len(contexts)) < self.cfg.agent.epsilon
+        return np.where(explore, rng.integers(self.num_arms, size=len(contexts)), arms)
+
+
+@AGENTS.register("uniform")
+class Uniform(BanditAgent):
+    """A uniformly random arm every round (the normaliser of Showdown's regret tables)."""
+
+    def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(self.num_arms, size=len(contexts))

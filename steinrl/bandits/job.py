@@ -1,0 +1,206 @@
+"""The bandit job a :class:`steinrl.Trainer` steps: one block of rounds per step.
+
+The run's rounds are drawn once from the task (seeded), so the same seed gives every
+agent the same contexts and rewards. A step plays the rounds up to the next refit —
+each arm pulled ``protocol.initial_pulls`` times first, round-robin, as Showdown does —
+then refits the agent on all rounds so far. Decisions between refits are one batched
+call (or one call per round for agents whose posterior changes every round).
+
+Scalars: ``bandit/cumulative_regret`` (exact: E[r | x, a*] − E[r | x, a] summed),
+``bandit/cumulative_reward``, ``bandit/optimal_reward`` (the sampled rewards of the optimal
+arms, Showdown's normaliser), ``bandit/normalized_reward``, ``bandit/action_entropy`` (of
+the block's arm frequencies, nats), and the agent's ``train/...`` diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from steinrl.bandits.agents import AGENTS, LIKELIHOOD_OPTIONS, BanditAgent, History
+from steinrl.bandits.tasks import BANDIT_TASKS, regret
+from steinrl.core.layers import LAYERS
+from steinrl.core.methods import METHODS
+from steinrl.core.priors import PRIORS
+from steinrl.core.svgd import OPTIMIZERS
+from steinrl.core.updates import UPDATE_OPTIONS
+from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
+
+__all__ = ["BanditJob", "PROTOCOL_OPTIONS"]
+
+#: The ``protocol`` section; the defaults are the Deep Bayesian Bandits Showdown's.
+PROTOCOL_OPTIONS: tuple[Option, ...] = (
+    Option("refit_every", int, 50, "Rounds between two refits of the agent (Showdown: 50).", check=at_least_one),
+    Option("refit_steps", int, 100, "Minibatch steps per refit (Showdown: 100).", check=at_least_one),
+    Option("minibatch", int, 512, "Rounds per minibatch, drawn with replacement from all rounds so far (512).",
+           check=at_least_one),
+    Option("optimizer", str, "rmsprop_tf", "Optimizer of the networks (rmsprop_tf: TensorFlow 1's RMSProp, as "
+           "Showdown; the particle update hands it -phi).", choices=lambda: list(OPTIMIZERS)),
+    Option("lr", float, 0.1, "Initial learning rate (Showdown: 0.1).", check=step_size),
+    Option("lr_decay", float, 0.5, "Inverse-time decay: lr / (1 + lr_decay * t) over all steps t of the run.",
+           check=non_negative),
+    Option("max_grad_norm", float, 5.0, "Clip each particle's step to this norm (Showdown: 5).", check=positive),
+    Option("initial_pulls", int, 2, "Each arm is pulled this many times first, round-robin (Showdown: 2).",
+           check=non_negative),
+)
+
+
+def _entropy(arms: np.ndarray, k: int) -> float:
+    p = np.bincount(arms, minlength=k) / max(len(arms), 1)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+class BanditJob:
+    """A contextual bandit played for ``rounds`` rounds by one agent.
+
+    :param cfg: the resolved config of a bandit algorithm (``<method>-ts`` or a baseline).
+    """
+
+    headline_metric = "bandit/cumulative_regret"
+    x_metric = "bandit/rounds"  #: curves are drawn against the rounds played
+    options: tuple[Option, ...] = (
+        Option("rounds", int, 2000, "Rounds to play (Showdown: 2000 contexts).", check=at_least_one),
+        Option("particles", int, 20, "Number of particles M (Stein Thompson sampling).", check=at_least_one),
+    )
+
+    # --- the algorithms and their config ----------------------------------------------
+    @staticmethod
+    def algorithm_names() -> list[str]:
+        return [f"{m}-ts" for m in METHODS] + [a for a in AGENTS if a != "ts"]
+
+    @staticmethod
+    def parse(name: str) -> tuple[str | None, str] | None:
+        """``(method, agent)`` of an algorithm name, or None if it is not a bandit algorithm."""
+        method, _, agent = name.rpartition("-")
+        if agent == "ts" and method in METHODS:
+            return method, "ts"
+        return (None, name) if name in AGENTS and name != "ts" else None
+
+    @staticmethod
+    def check_env(name: str) -> None:
+        BANDIT_TASKS.get(name)
+
+    @staticmethod
+    def sections(method: str | None, agent: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
+        task = BANDIT_TASKS.get(chosen["env"]) if chosen.get("env") in BANDIT_TASKS else None
+        sections: dict[str, tuple[Option, ...]] = {"task": options_of(task) if task else (),
+                                                   "protocol": PROTOCOL_OPTIONS}
+        sections.update(AGENTS.get(agent).sections)
+        if method is not None:
+            m = METHODS.get(method)
+            sections["layer"] = tuple(dataclasses.replace(o, default=m.layer_defaults.get(o.name, o.default))
+                                      for o in options_of(LAYERS.get(m.layer)))
+            prior = PRIORS.get(chosen.get("prior") or "gaussian")
+            variance = {"variance": 1.0}  # the S²VGD paper's bandit prior N(0, 1)
+            sections["prior"] = (
+                Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
+                *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
+                Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
+            sections["update"] = tuple(o for o in UPDATE_OPTIONS if o.name == "bandwidth")
+        return sections
+
+    @classmethod
+    def doc_sections(cls) -> list[tuple[str, str, tuple[Option, ...]]]:
+        rows = [("", "bandits", cls.options), ("protocol", "", PROTOCOL_OPTIONS)]
+        rows += [("task", name, options_of(task)) for name, task in BANDIT_TASKS.items()]
+        rows += [(section, f"{name} agent", options) for name, agent in AGENTS.items()
+                 for section, options in agent.sections.items() if section not in ("likelihood",)]
+        rows += [("likelihood", "ts", LIKELIHOOD_OPTIONS),
+                 ("layer, prior, update", "ts", ())]
+        return rows
+
+    @staticmethod
+    def progress_fields(scalars: dict[str, float]) -> dict[str, str]:
+        return {"regret": f"{scalars['bandit/cumulative_regret']:.0f}",
+                "reward": f"{scalars['bandit/cumulative_reward']:.0f}", "rounds": f"{scalars['bandit/rounds']:.0f}"}
+
+    @staticmethod
+    def summary(rows: list[dict[str, float]]) -> str:
+        if not rows:
+            return "no rounds played"
+        last = rows[-1]
+        return (f"cumulative reward {last['bandit/cumulative_reward']:.1f} of the optimal "
+                f"{last['bandit/optimal_reward']:.1f} (normalised {last['bandit/normalized_reward']:.3f}), "
+                f"regret {last['bandit/cumulative_regret']:.1f} after {last['bandit/rounds']:.0f} rounds")
+
+    # --- running ------------------------------------------------------------------------
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        task = BANDIT_TASKS.get(cfg.env).from_options(**dict(cfg.task))
+        self.stream = task.sample(cfg.rounds, np.random.default_rng([cfg.seed, 0xBA]))
+        self.num_arms, self.context_dim = self.stream.num_arms, self.stream.contexts.shape[1]
+        method, agent = self.parse(cfg.algo)
+        self.agent: BanditAgent = AGENTS.get(agent)(cfg, self.num_arms, self.context_dim)
+        self.arms = np.zeros(cfg.rounds, dtype=np.int64)
+        self.observed = np.zeros(cfg.rounds, dtype=np.float64)
+        self.totals = {"reward": 0.0, "regret": 0.0, "optimal": 0.0}
+        self.played = 0
+
+    @property
+    def num_steps(self) -> int:
+        return math.ceil(self.cfg.rounds / self.cfg.protocol.refit_every)
+
+    def history(self) -> History:
+        n = self.played
+        return History(self.stream.contexts[:n], self.arms[:n], self.observed[:n])
+
+    def _play(self, t0: int, t1: int, rng: np.random.Generator) -> np.ndarray:
+        """Arms of rounds ``t0 .. t1 - 1``; the agent observes each as it goes (or the block)."""
+        k, contexts = self.num_arms, self.stream.contexts
+        forced = k * self.cfg.protocol.initial_pulls
+        rounds = np.arange(t0, t1)
+        if not self.agent.per_round:
+            arms = self.agent.act(contexts[t0:t1], rng)
+            arms = np.where(rounds < forced, rounds % k, arms)
+            self.agent.observe(contexts[t0:t1], arms, self.stream.rewards[rounds, arms])
+            return arms
+        arms = np.empty(t1 - t0, dtype=np.int64)
+        for i, t in enumerate(rounds):
+            arms[i] = t % k if t < forced else self.agent.act(contexts[t:t + 1], rng)[0]
+            self.agent.observe(contexts[t:t + 1], arms[i:i + 1], self.stream.rewards[t:t + 1, arms[i]])
+        return arms
+
+    def step(self, iteration: int, hooks: Any = None) -> dict[str, float]:
+        """Play the rounds of block ``iteration`` and refit the agent on all rounds so far."""
+        start = time.perf_counter()
+        t0, t1 = self.played, min(self.played + self.cfg.protocol.refit_every, self.cfg.rounds)
+        rng = np.random.default_rng([self.cfg.seed, iteration])
+        arms = self._play(t0, t1, rng)
+        rounds = np.arange(t0, t1)
+        self.arms[t0:t1], self.observed[t0:t1] = arms, self.stream.rewards[rounds, arms]
+        self.played = t1
+        expected = self.stream.expected_rewards[t0:t1]
+        self.totals["reward"] += float(self.observed[t0:t1].sum())
+        self.totals["regret"] += float(regret(expected, arms).sum())
+        self.totals["optimal"] += float(self.stream.rewards[rounds, expected.argmax(1)].sum())
+        diagnostics = self.agent.refit(self.history(), iteration)
+        scalars = {
+            "bandit/cumulative_regret": self.totals["regret"], "bandit/cumulative_reward": self.totals["reward"],
+            "bandit/optimal_reward": self.totals["optimal"],
+            "bandit/normalized_reward": self.totals["reward"] / self.totals["optimal"] if self.totals["optimal"]
+            else float("nan"),
+            "bandit/action_entropy": _entropy(arms, self.num_arms), "bandit/rounds": float(t1),
+            "time/iteration_seconds": time.perf_counter() - start,
+        }
+        scalars.update({f"train/{k}": v for k, v in diagnostics.items()})
+        return scalars
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"played": self.played, "arms": torch.from_numpy(self.arms[:self.played].copy()),
+                "totals": dict(self.totals), "agent": self.agent.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["played"])
+        self.arms[:n] = state["arms"].numpy()
+        self.observed[:n] = self.stream.rewards[np.arange(n), self.arms[:n]]
+        self.played, self.totals = n, {k: float(v) for k, v in state["totals"].items()}
+        self.agent.load_state_dict(state["agent"], self.history())
+
+    def close(self) -> None:
+        pass
