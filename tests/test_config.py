@@ -107,3 +107,24 @@ def test_every_package_is_listed_in_setup_cfg():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "steinrl").rglob("__init__.py")}
     found |= {"steinrl.envs", "steinrl.configs"}
     assert found == listed, f"setup.cfg packages differ: missing {found - listed}, extra {listed - found}"
+
+
+def test_every_key_of_the_shipped_yaml_files_is_a_key_of_some_algorithm():
+    """Per-task files and presets serve several algorithms (keys an algorithm lacks are
+    skipped), so check here that none of their keys is a typo."""
+    from steinrl.run.algos import JOBS
+    from steinrl.run.config import CONFIG_DIR, _items, load_yaml, schema
+
+    known = set()
+    for _, job in JOBS.items():
+        for algo in job.algorithm_names():
+            for env in ("CartpoleSwingUp", "Mushroom", "Wheel", "Linear", "SparseLinear"):
+                try:
+                    sections = schema(algo, {"env": env, "prior": "joint"})
+                except Exception:  # noqa: BLE001 - a task of another job
+                    continue
+                known |= {(s, o.name) if s else (o.name,) for s, options in sections.items() for o in options}
+    for path in sorted(CONFIG_DIR.rglob("*.yaml")):
+        for key, _ in _items(load_yaml(path), str(path)):
+            bare_ok = len(key) == 1 and any(k[-1] == key[0] for k in known)
+            assert key in known or bare_ok, f"{path.name}: {'.'.join(key)} is no algorithm's config key"

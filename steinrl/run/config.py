@@ -12,7 +12,8 @@ Resolution order (later wins):
 
 1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
 2. ``configs/<env>.yaml`` if it exists (shipped with the package as ``steinrl.configs``);
-3. ``configs/presets/<preset>.yaml`` if a preset is named;
+3. ``configs/presets/<preset>.yaml`` if a preset is named (these two serve a family of
+   algorithms and tasks: their keys an algorithm does not have are skipped);
 4. ``--config FILE`` files, in order;
 5. the command line: flags and ``--set key=value``.
 
@@ -278,8 +279,13 @@ def coerce(option: Option, value: Any, key: str, where: str) -> Any:
     return converted
 
 
-def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
-    """Merge config layers ``(raw mapping, where it came from)`` in order and validate them."""
+def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...] = ()) -> Config:
+    """Merge config layers ``(raw mapping, where it came from)`` in order and validate them.
+
+    :param shared: the ``where`` of layers written for a family of algorithms and tasks
+        (per-task files, presets): their keys this algorithm does not have are skipped
+        (``tests/test_config.py`` checks that every shipped key is a key of some algorithm).
+    """
     flat = [(_items(raw, where), where) for raw, where in layers]
     algo = _last(flat, ("algo",), TRAINER_OPTIONS[0].default)
     chosen = {part: _last(flat, (part, "name"), None) for part in ("prior", "critic")}
@@ -289,7 +295,13 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]]) -> Config:
     values: dict[str, dict[str, Any]] = {s: {o.name: o.default for o in opts} for s, opts in sections.items()}
     for items, where in flat:
         for path, value in items:
-            section, option = _locate(path, sections, where)
+            if where in shared:
+                try:
+                    section, option = _locate(path, sections, where)
+                except ConfigError:
+                    continue
+            else:
+                section, option = _locate(path, sections, where)
             key = f"{section}.{option.name}" if section else option.name
             values[section][option.name] = coerce(option, value, key, where)
     check_algo_env(values[""]["algo"], values[""]["env"])
@@ -389,10 +401,11 @@ def load_config(algo: str | None = None, env: str | None = None, overrides: Mapp
             raise ConfigError(f"unknown preset {preset!r}; shipped presets: {', '.join(presets()) or '(none)'}")
         path = CONFIG_DIR / "presets" / f"{preset}.yaml"
         layers.append((load_yaml(path), str(path)))
+    shared = tuple(where for _, where in layers)  # the per-task file and the preset
     layers += files
     command_line = {"env": env, **({"algo": algo} if algo is not None else {}), **overrides}
     layers.append((command_line, "the command line"))
-    return resolve(layers)
+    return resolve(layers, shared)
 
 
 def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:

@@ -1,0 +1,110 @@
+"""Bandit agents and the bandit job: every agent plays, Stein TS learns a linear bandit,
+LinFullPost's posterior is the closed form, runs resume exactly, Showdown's optimizer."""
+
+import numpy as np
+import pytest
+import torch
+
+import steinrl
+from steinrl.bandits.job import BanditJob
+from steinrl.core.optim import TFRMSprop, inverse_time_lr
+
+SMALL = {"rounds": 100, "particles": 4, "protocol.refit_every": 25, "protocol.refit_steps": 5,
+         "protocol.minibatch": 32, "run.progress": False}
+
+
+def play(algo, env, **overrides):
+    trainer = steinrl.Trainer(steinrl.load_config(algo, env, {**SMALL, **overrides}))
+    rows = []
+    while not trainer.done:
+        rows.append(trainer.step())
+    return trainer, rows
+
+
+@pytest.mark.parametrize("env", ["Mushroom", "Wheel"])
+@pytest.mark.parametrize("algo", BanditJob.algorithm_names())
+def test_every_bandit_agent_plays(algo, env):
+    trainer, rows = play(algo, env, rounds=200)
+    last = rows[-1]
+    assert trainer.job.played == 200 and last["bandit/rounds"] == 200
+    assert last["bandit/cumulative_regret"] >= 0 and np.isfinite(last["bandit/cumulative_reward"])
+    job = trainer.job
+    k = job.num_arms
+    assert list(job.arms[: 2 * k]) == [t % k for t in range(2 * k)]  # each arm pulled twice first
+    # the logged totals are those of the arms actually played
+    rounds = np.arange(200)
+    assert last["bandit/cumulative_reward"] == pytest.approx(job.stream.rewards[rounds, job.arms].sum())
+    best = job.stream.expected_rewards.max(1)
+    assert last["bandit/cumulative_regret"] == pytest.approx((best - job.stream.expected_rewards[rounds, job.arms]).sum())
+
+
+def test_stein_ts_with_a_linear_model_beats_uniform_on_a_linear_bandit():
+    settings = {"rounds": 400, "protocol.refit_every": 20, "protocol.refit_steps": 30, "protocol.minibatch": 64,
+                "protocol.optimizer": "adam", "protocol.lr": 0.05, "protocol.lr_decay": 0.0, "task.noise_std": 0.1,
+                "seed": 3}
+    stein = play("svgd-ts", "Linear", **settings, **{"model.hidden": []})[1][-1]["bandit/cumulative_regret"]
+    uniform = play("uniform", "Linear", **settings)[1][-1]["bandit/cumulative_regret"]
+    assert stein < 0.5 * uniform, (stein, uniform)
+
+
+def test_linfullpost_posterior_is_the_closed_form_of_the_played_rounds():
+    trainer, _ = play("linfullpost", "Wheel", rounds=150)
+    job, cfg = trainer.job, trainer.config
+    posterior = job.agent.posterior
+    for arm in range(job.num_arms):
+        rows = job.arms[:150] == arm
+        z = np.concatenate([job.stream.contexts[:150][rows].astype(np.float64), np.ones((rows.sum(), 1))], 1)
+        y = job.stream.rewards[np.arange(150)[rows], arm]
+        precision = z.T @ z + cfg.agent.lambda_prior * np.eye(z.shape[1])
+        mean = np.linalg.solve(precision, z.T @ y)
+        b = cfg.agent.b0 + 0.5 * (y @ y - mean @ precision @ mean)
+        np.testing.assert_allclose(posterior.mean[arm], mean, rtol=1e-8, atol=1e-10)
+        assert posterior.a[arm] == pytest.approx(cfg.agent.a0 + rows.sum() / 2)
+        assert posterior.b[arm] == pytest.approx(b, rel=1e-8)
+
+
+@pytest.mark.parametrize("algo", ["s2vgd-ts", "linfullpost", "neurallinear", "egreedy"])
+def test_save_restore_continues_exactly(tmp_path, algo):
+    cfg = steinrl.load_config(algo, "Mushroom", {**SMALL, "likelihood.learn_noise": True} if algo.endswith("ts")
+                              else SMALL)
+    straight = steinrl.Trainer(cfg)
+    expected = [straight.step() for _ in range(4)]
+    first = steinrl.Trainer(cfg)
+    head = [first.step() for _ in range(2)]
+    first.save(tmp_path / "c.pt")
+    second = steinrl.Trainer(cfg)
+    second.restore(tmp_path / "c.pt")
+    tail = [second.step() for _ in range(2)]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
+    assert strip(head + tail) == strip(expected)
+
+
+def test_tf_rmsprop_against_a_hand_computation():
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    opt = TFRMSprop([p], lr=0.1)
+    grads = [torch.tensor([0.5, 3.0], dtype=torch.float64), torch.tensor([-1.0, 0.1], dtype=torch.float64)]
+    ms, theta = np.ones(2), np.array([1.0, -2.0])
+    for g in grads:
+        p.grad = g.double()
+        opt.step()
+        ms = 0.9 * ms + 0.1 * g.numpy() ** 2  # TF1: the accumulator starts at 1
+        theta = theta - 0.1 * g.numpy() / np.sqrt(ms + 1e-10)
+    np.testing.assert_allclose(p.detach().numpy(), theta, rtol=1e-12)
+    assert inverse_time_lr(0.1, 0.5, 0) == 0.1 and inverse_time_lr(0.1, 0.5, 98) == pytest.approx(0.1 / 50)
+
+
+def test_svgd_step_clipping_limits_each_particles_step():
+    from steinrl import SVGD
+
+    p = torch.nn.Parameter(torch.zeros(3, 2, dtype=torch.float64))
+    opt = SVGD([p], lr=1.0, optimizer="sgd", kernel="independent", max_norm=1.0)
+    p.grad = -torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 10.0]], dtype=torch.float64)  # g = -grad
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), [[0.6, 0.8], [0.3, 0.4], [0.0, 1.0]], rtol=1e-12)
+
+
+def test_bandit_algorithm_on_a_control_task_names_the_mismatch():
+    with pytest.raises(steinrl.ConfigError, match="'Cartpole' is a task of rl algorithms"):
+        steinrl.load_config("s2vgd-ts", "Cartpole")
+    with pytest.raises(steinrl.ConfigError, match="'Mushroom' is a task of bandit algorithms"):
+        steinrl.load_config("s2vgd-a2c", "Mushroom")
