@@ -14,7 +14,7 @@ ALLOWED = {
     "envs": {"errors", "envs"},
     "core": {"errors", "registry", "core"},
     "rl": {"errors", "registry", "core", "envs", "rl"},
-    "bandits": {"errors", "registry", "core", "bandits"},
+    "bandits": {"errors", "registry", "core", "bayes", "bandits"},
     "bayes": {"errors", "registry", "core", "bayes"},
     "run": {"errors", "registry", "core", "envs", "rl", "bandits", "bayes", "run"},
     "sb3": {"errors", "registry", "core", "envs", "rl", "run", "sb3"},

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
-import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, non_negative
+from steinrl.registry import Option, at_least_one, coerce, non_negative
 
 __all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
            "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
@@ -217,66 +216,6 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
         raise ConfigError(f"unknown config key '{section}.{key}' in {where}{hint}; "
                           f"valid keys of {section}: {', '.join(options) or '(none)'}")
     return section, options[key]
-
-
-def _type_name(t: Any) -> str:
-    return {bool: "true/false", int: "an integer", float: "a number", str: "a string", None: "null",
-            list[int]: "a list of integers"}.get(t, str(t))
-
-
-def _convert(t: Any, value: Any) -> tuple[bool, Any]:
-    """Try to read ``value`` as type ``t``: ``(ok, converted)``."""
-    if t is None:
-        return value is None, None
-    if t is bool:
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return True, value.lower() == "true"
-        return isinstance(value, bool), value
-    if isinstance(value, bool) or value is None:
-        return False, value
-    if t in (int, float) and isinstance(value, str):
-        try:
-            value = float(value) if t is float or not value.strip().lstrip("+-").isdigit() else int(value)
-        except ValueError:
-            return False, value
-    if t is int:
-        if isinstance(value, float) and math.isfinite(value) and value == int(value):
-            value = int(value)
-        return isinstance(value, int), value
-    if t is float:
-        return isinstance(value, (int, float)), float(value) if isinstance(value, (int, float)) else value
-    if t is str:
-        return isinstance(value, str), value
-    if t == list[int]:
-        if not isinstance(value, list):
-            return False, value
-        items = [_convert(int, v) for v in value]
-        return all(ok for ok, _ in items), [v for _, v in items]
-    raise TypeError(f"unsupported option type {t!r}")
-
-
-def coerce(option: Option, value: Any, key: str, where: str) -> Any:
-    """``value`` checked against ``option`` (type, finiteness, choices, range)."""
-    types = option.type if isinstance(option.type, tuple) else (option.type,)
-    # numbers before strings, so "1e-3" is a number where one is allowed
-    order = sorted(types, key=lambda t: t is str)
-    for t in order:
-        ok, converted = _convert(t, value)
-        if ok:
-            break
-    else:
-        names = " or ".join(_type_name(t) for t in types)
-        raise ConfigError(f"config key {key!r} in {where} must be {names}, got {value!r}")
-    if isinstance(converted, float) and not math.isfinite(converted):
-        raise ConfigError(f"config key {key!r} in {where} must be a finite number, got {value!r}")
-    choices = option.allowed_choices()
-    if isinstance(converted, str) and choices is not None and converted not in choices:
-        raise ConfigError(f"config key {key!r} in {where} must be one of {', '.join(choices)}; got {converted!r}")
-    if option.check is not None and converted is not None and not (isinstance(converted, str) and choices):
-        problem = option.check(converted)
-        if problem:
-            raise ConfigError(f"config key {key!r} in {where} {problem}, got {value!r}")
-    return converted
 
 
 def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...] = ()) -> Config:
