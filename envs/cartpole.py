@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from .core import BatchedTask, TaskEnv, TaskVectorEnv
+from .core import BatchedTask, env_classes, semi_implicit_euler
 from .rendering import render_cartpole
 
 # --- physical constants (SI units) -------------------------------------------------
@@ -159,11 +159,7 @@ class CartPolePhysics:
         tmp = np.multiply(rhs[::-1], h_cos, out=self._tmp)
         dv += tmp
         dv *= dt_over_det
-        q_dot += dv  # velocities first ...
-        np.minimum(q_dot, self._max_q_dot, out=q_dot)  # (Box2D's motion caps)
-        np.maximum(q_dot, self._min_q_dot, out=q_dot)
-        np.multiply(q_dot, self.dt, out=tmp)
-        q += tmp  # ... then positions with the new velocities
+        semi_implicit_euler(q, q_dot, dv, self.dt, self._min_q_dot, self._max_q_dot, scratch=tmp)
 
 
 class CartpoleTask(BatchedTask):
@@ -243,25 +239,5 @@ class CartpoleSwingUpTask(CartpoleTask):
         np.copyto(reward, SWINGUP_OUT_OF_BOUNDS_REWARD, where=terminated)
 
 
-class CartpoleEnv(TaskEnv):
-    """Cart-pole balancing, single env (see :mod:`steinrl.envs.cartpole`)."""
-
-    task_cls = CartpoleTask
-
-
-class CartpoleVectorEnv(TaskVectorEnv):
-    """Cart-pole balancing, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
-
-    task_cls = CartpoleTask
-
-
-class CartpoleSwingUpEnv(TaskEnv):
-    """Cart-pole swing-up, single env (see :mod:`steinrl.envs.cartpole`)."""
-
-    task_cls = CartpoleSwingUpTask
-
-
-class CartpoleSwingUpVectorEnv(TaskVectorEnv):
-    """Cart-pole swing-up, vectorized with next-step autoreset (see :mod:`steinrl.envs.cartpole`)."""
-
-    task_cls = CartpoleSwingUpTask
+CartpoleEnv, CartpoleVectorEnv = env_classes(CartpoleTask, __name__)
+CartpoleSwingUpEnv, CartpoleSwingUpVectorEnv = env_classes(CartpoleSwingUpTask, __name__)

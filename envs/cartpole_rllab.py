@@ -68,8 +68,8 @@ both joints it explains ~3 % of the one-step residual along Box2D trajectories; 
 
 from __future__ import annotations
 
-from .cartpole import DT, CartpoleSwingUpTask, CartpoleTask
-from .core import TaskEnv, TaskVectorEnv
+from .cartpole import CartpoleSwingUpTask, CartpoleTask
+from .core import env_classes
 
 #: ``b`` of the joint damping torque ``−b θ̇³`` on the pole, N m s³, fitted to rllab's Box2D
 #: model at DT = 0.05 s (see the module docstring).
@@ -90,25 +90,5 @@ class CartpoleSwingUpRllabTask(CartpoleSwingUpTask):
     joint_damping = RLLAB_JOINT_DAMPING
 
 
-class CartpoleRllabEnv(TaskEnv):
-    """Damped cart-pole balancing, single env (see :mod:`steinrl.envs.cartpole_rllab`)."""
-
-    task_cls = CartpoleRllabTask
-
-
-class CartpoleRllabVectorEnv(TaskVectorEnv):
-    """Damped cart-pole balancing, vectorized with next-step autoreset."""
-
-    task_cls = CartpoleRllabTask
-
-
-class CartpoleSwingUpRllabEnv(TaskEnv):
-    """Damped cart-pole swing-up, single env (see :mod:`steinrl.envs.cartpole_rllab`)."""
-
-    task_cls = CartpoleSwingUpRllabTask
-
-
-class CartpoleSwingUpRllabVectorEnv(TaskVectorEnv):
-    """Damped cart-pole swing-up, vectorized with next-step autoreset."""
-
-    task_cls = CartpoleSwingUpRllabTask
+CartpoleRllabEnv, CartpoleRllabVectorEnv = env_classes(CartpoleRllabTask, __name__)
+CartpoleSwingUpRllabEnv, CartpoleSwingUpRllabVectorEnv = env_classes(CartpoleSwingUpRllabTask, __name__)

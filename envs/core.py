@@ -147,11 +147,39 @@ def _scale_and_clip(a: np.ndarray, max_effort: float, out: np.ndarray) -> np.nda
     return out
 
 
+def semi_implicit_euler(
+    q: np.ndarray, q_dot: np.ndarray, dv: np.ndarray, dt: float, v_min: Any, v_max: Any, scratch: np.ndarray
+) -> None:
+    """Box2D's integrator step, in place: velocities first, ``q_dot += dv`` clipped to
+    ``[v_min, v_max]`` (Box2D's per-step motion caps as velocity limits, scalars or arrays
+    broadcasting against ``q_dot``), then positions with the new velocities,
+    ``q += dt · q_dot``. ``scratch`` is a work array of ``q``'s shape."""
+    q_dot += dv
+    np.minimum(q_dot, v_max, out=q_dot)
+    np.maximum(q_dot, v_min, out=q_dot)
+    np.multiply(q_dot, dt, out=scratch)
+    q += scratch
+
+
 def _render_frames(task: BatchedTask, state: np.ndarray) -> list[np.ndarray]:
     return [task.render_frame(state[:, i]) for i in range(state.shape[1])]
 
 
-class TaskEnv(gym.Env[np.ndarray, np.ndarray]):
+class _OneTask:
+    """Base of the env classes: a subclass that sets ``task_cls`` runs that task and
+    renders at its real time (``metadata["render_fps"] = 1 / task_cls.control_dt``)."""
+
+    #: The task this env runs.
+    task_cls: ClassVar[type[BatchedTask]]
+    metadata: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "task_cls" in cls.__dict__:
+            cls.metadata = {**cls.metadata, "render_fps": round(1 / cls.task_cls.control_dt)}
+
+
+class TaskEnv(_OneTask, gym.Env[np.ndarray, np.ndarray]):
     """Single Gymnasium env around a :class:`BatchedTask` run with batch size 1.
 
     Observation ``(obs_dim,)`` float32; action ``(1,)`` float in [-1, 1]; reward float;
@@ -164,19 +192,7 @@ class TaskEnv(gym.Env[np.ndarray, np.ndarray]):
     :param render_mode: ``None`` or ``"rgb_array"``.
     """
 
-    task_cls: ClassVar[type[BatchedTask]]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "task_cls" in cls.__dict__:  # render at the task's real time
-            cls.metadata = {**cls.metadata, "render_fps": round(1 / cls.task_cls.control_dt)}
-
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 20}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "task_cls" in cls.__dict__:  # render at the task's real time
-            cls.metadata = {**cls.metadata, "render_fps": round(1 / cls.task_cls.control_dt)}
 
     def __init__(
         self,
@@ -238,7 +254,7 @@ class TaskEnv(gym.Env[np.ndarray, np.ndarray]):
         return self.task.render_frame(self._state[:, 0])
 
 
-class TaskVectorEnv(VectorEnv):
+class TaskVectorEnv(_OneTask, VectorEnv):
     """Vectorized Gymnasium env around a :class:`BatchedTask`: one numpy call per
     quantity for all ``num_envs`` envs, no Python loop over envs.
 
@@ -254,7 +270,6 @@ class TaskVectorEnv(VectorEnv):
     :param render_mode: ``None`` or ``"rgb_array"`` (``render()`` returns one frame per env).
     """
 
-    task_cls: ClassVar[type[BatchedTask]]
     metadata: dict[str, Any] = {
         "render_modes": ["rgb_array"],
         "render_fps": 20,
@@ -349,3 +364,23 @@ class TaskVectorEnv(VectorEnv):
             )
             return None
         return _render_frames(self.task, self._state)
+
+
+def env_classes(task_cls: type[BatchedTask], module: str) -> tuple[type[TaskEnv], type[TaskVectorEnv]]:
+    """The single and the vector env of a task, ``<name>Env`` (a :class:`TaskEnv`) and
+    ``<name>VectorEnv`` (a :class:`TaskVectorEnv`) with ``name = task_cls.name``.
+
+    :param module: the ``__name__`` of the module that assigns them under those names, e.g.
+        ``CartpoleEnv, CartpoleVectorEnv = env_classes(CartpoleTask, __name__)``; pickle
+        and the Gymnasium entry points (``"steinrl.envs.cartpole:CartpoleEnv"``) find
+        them there.
+    """
+
+    def env_class(base: type, suffix: str, kind: str) -> type:
+        name = f"{task_cls.name}{suffix}"
+        doc = (f"{task_cls.name}, {kind}: :class:`~{task_cls.__module__}.{task_cls.__qualname__}` "
+               f"in a :class:`~{__name__}.{base.__qualname__}` (see :mod:`{module}`).")
+        return type(name, (base,), {"task_cls": task_cls, "__module__": module, "__qualname__": name, "__doc__": doc})
+
+    return (env_class(TaskEnv, "Env", "single env"),
+            env_class(TaskVectorEnv, "VectorEnv", "vectorized with next-step autoreset"))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import BatchedTask, TaskEnv, TaskVectorEnv
+from .core import BatchedTask, env_classes, semi_implicit_euler
 from .rendering import render_double_pendulum
 
 # --- physical constants (SI units) -------------------------------------------------
@@ -122,10 +122,7 @@ class DoublePendulumPhysics:
             np.multiply(rhs[::-1], k_cos_d, out=tmp)
             dv -= tmp
             dv *= dt_over_det
-            omega += dv  # velocities first ...
-            np.clip(omega, -self.max_omega, self.max_omega, out=omega)  # (Box2D's cap)
-            np.multiply(omega, self.dt, out=tmp)
-            q += tmp  # ... then angles with the new velocities
+            semi_implicit_euler(q, omega, dv, self.dt, -self.max_omega, self.max_omega, scratch=tmp)
 
 
 class DoublePendulumTask(BatchedTask):
@@ -188,13 +185,4 @@ class DoublePendulumTask(BatchedTask):
         )
 
 
-class DoublePendulumEnv(TaskEnv):
-    """Double pendulum, single env (see :mod:`steinrl.envs.double_pendulum`)."""
-
-    task_cls = DoublePendulumTask
-
-
-class DoublePendulumVectorEnv(TaskVectorEnv):
-    """Double pendulum, vectorized with next-step autoreset (see :mod:`steinrl.envs.double_pendulum`)."""
-
-    task_cls = DoublePendulumTask
+DoublePendulumEnv, DoublePendulumVectorEnv = env_classes(DoublePendulumTask, __name__)

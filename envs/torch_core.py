@@ -25,11 +25,28 @@ propagates into the state of its env; only the shape is checked.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 
 from .core import DEFAULT_MAX_EPISODE_STEPS, BatchedTask
+
+
+def semi_implicit_euler(
+    positions: Sequence[torch.Tensor],
+    velocities: Sequence[torch.Tensor],
+    dvs: Sequence[torch.Tensor],
+    caps: Sequence[float],
+    dt: float,
+) -> None:
+    """Box2D's integrator step, in place (the numpy :func:`steinrl.envs.core.semi_implicit_euler`
+    per coordinate): velocities first, each ``v += dv`` clamped to ``±cap`` (Box2D's
+    per-step motion caps), then positions with the new velocities, ``q += dt · v``."""
+    for v, dv, cap in zip(velocities, dvs, caps):
+        v.add_(dv).clamp_(-cap, cap)
+    for q, v in zip(positions, velocities):
+        q.add_(v * dt)
 
 
 class TorchVectorTask(ABC):

@@ -38,7 +38,7 @@ from .cartpole_rllab import CartpoleRllabTask, CartpoleSwingUpRllabTask
 from .core import DEFAULT_MAX_EPISODE_STEPS
 from .double_pendulum import FRAME_SKIP, RESET_STD, TARGET, DoublePendulumPhysics, DoublePendulumTask
 from .registration import SHORT_NAMES
-from .torch_core import TorchVectorTask
+from .torch_core import TorchVectorTask, semi_implicit_euler
 
 
 class TorchCartpole(TorchVectorTask):
@@ -82,10 +82,8 @@ class TorchCartpole(TorchVectorTask):
         # dt·[ẍ, θ̈] = dt/det · ([I_p, M + m] ⊙ rhs + h cos θ · [rhs1, rhs0])
         dv_x = (rhs0 * self.pivot_inertia).add_(rhs1 * h_cos).mul_(dt_over_det)
         dv_theta = (rhs1 * self.total_mass).add_(rhs0 * h_cos).mul_(dt_over_det)
-        x_dot.add_(dv_x).clamp_(-self.max_x_dot, self.max_x_dot)  # velocities first ...
-        theta_dot.add_(dv_theta).clamp_(-self.max_theta_dot, self.max_theta_dot)
-        x.add_(x_dot * self.dt)  # ... then positions with the new velocities
-        theta.add_(theta_dot * self.dt)
+        semi_implicit_euler((x, theta), (x_dot, theta_dot), (dv_x, dv_theta), (self.max_x_dot, self.max_theta_dot),
+                            self.dt)
 
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.physics_step(state, effort)
@@ -161,10 +159,7 @@ class TorchDoublePendulum(TorchVectorTask):
             # dt ω̇ = dt/det · (adj M) rhs,  adj M = [[a2, −k cos Δ], [−k cos Δ, a1]]
             dv1 = (rhs1 * self.a2).sub_(rhs2 * k_cos_d).mul_(dt_over_det)
             dv2 = (rhs2 * self.a1).sub_(rhs1 * k_cos_d).mul_(dt_over_det)
-            omega1.add_(dv1).clamp_(-self.max_omega, self.max_omega)  # velocities first ...
-            omega2.add_(dv2).clamp_(-self.max_omega, self.max_omega)
-            theta1.add_(omega1 * self.dt)  # ... then angles with the new velocities
-            theta2.add_(omega2 * self.dt)
+            semi_implicit_euler((theta1, theta2), (omega1, omega2), (dv1, dv2), (self.max_omega,) * 2, self.dt)
 
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.physics_step(state, effort)

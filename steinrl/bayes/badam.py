@@ -108,9 +108,7 @@ class BadamPosterior(VariationalPosterior):
         self.betas = (beta1, beta2)
         self.eps = eps
         self.n_rule = n_rule
-        self.weights = nn.ParameterList(
-            torch.randn(fan_in, fan_out, generator=generator) * self.init_std(i)
-            for i, (fan_in, fan_out) in enumerate(self.layer_shapes))
+        self.weights = nn.ParameterList(self.initial_weight_means(generator))
         self.biases = nn.ParameterList(torch.zeros(fan_out) for _, fan_out in self.layer_shapes)
         self.optimizer: BADAM | None = None
         #: Data-set size and minibatch size of the latest elbo_loss call (they set N).

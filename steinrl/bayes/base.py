@@ -141,6 +141,16 @@ class VariationalPosterior(nn.Module):
         gain = 1.0 if layer == len(self.layer_shapes) - 1 else _HIDDEN_GAIN[self.activation]
         return gain / math.sqrt(self.layer_shapes[layer][0])
 
+    def initial_weight_means(self, generator: torch.Generator | None = None) -> list[Tensor]:
+        """Initial weight mean of every layer, ``(in, out)`` ~ N(0, init_std(i)²), input to
+        output: one ``randn`` per layer from ``generator`` (None: torch's global one)."""
+        return [torch.randn(fan_in, fan_out, generator=generator) * self.init_std(i)
+                for i, (fan_in, fan_out) in enumerate(self.layer_shapes)]
+
+    def initial_bias_posteriors(self, init_sigma: float) -> nn.ModuleList:
+        """A :class:`DiagonalGaussian` over every layer's bias ``(out,)``: mean 0, std ``init_sigma``."""
+        return nn.ModuleList(DiagonalGaussian(torch.zeros(fan_out), init_sigma) for _, fan_out in self.layer_shapes)
+
     def sample(self, n: int, generator: torch.Generator | None = None) -> Dense:
         """n weight sets drawn from q: per layer ``(W (n, in, out), b (n, out))``."""
         raise NotImplementedError

@@ -78,12 +78,9 @@ class BayesByBackprop(VariationalPosterior):
         self.mixture = (mixture_pi, mixture_sigma1, mixture_sigma2)
         self.local_reparam = local_reparam
         self.kl_samples = kl_samples
-        self.weights = nn.ModuleList()
-        self.biases = nn.ModuleList()
-        for i, (fan_in, fan_out) in enumerate(self.layer_shapes):
-            mean = torch.randn(fan_in, fan_out, generator=generator) * self.init_std(i)
-            self.weights.append(DiagonalGaussian(mean, init_sigma))
-            self.biases.append(DiagonalGaussian(torch.zeros(fan_out), init_sigma))
+        means = self.initial_weight_means(generator)
+        self.weights = nn.ModuleList(DiagonalGaussian(mean, init_sigma) for mean in means)
+        self.biases = self.initial_bias_posteriors(init_sigma)
 
     def _gaussians(self) -> list[DiagonalGaussian]:
         """Every weight's then every bias' Gaussian, layer order."""

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, VariationalPosterior, softplus_inverse
+from steinrl.bayes.base import POSTERIORS, Dense, VariationalPosterior, softplus_inverse
 from steinrl.registry import Option, positive
 
 __all__ = ["KroneckerLinearLayer", "KroneckerFlowPosterior"]
@@ -107,12 +107,10 @@ class KroneckerFlowPosterior(VariationalPosterior):
         if prior_mean not in ("zero", "init"):
             raise ValueError(f"unknown prior_mean {prior_mean!r}; choices: zero, init")
         self.prior_sigma = prior_sigma
-        self.layers = nn.ModuleList()
-        self.biases = nn.ModuleList()
-        for i, (fan_in, fan_out) in enumerate(self.layer_shapes):
-            mean = torch.randn(fan_in, fan_out, generator=generator) * self.init_std(i)
-            self.layers.append(KroneckerLinearLayer(mean, init_sigma))
-            self.biases.append(DiagonalGaussian(torch.zeros(fan_out), init_sigma))
+        means = self.initial_weight_means(generator)
+        self.layers = nn.ModuleList(KroneckerLinearLayer(mean, init_sigma) for mean in means)
+        self.biases = self.initial_bias_posteriors(init_sigma)
+        for i, mean in enumerate(means):
             self.register_buffer(f"prior_mean_{i}", mean.clone() if prior_mean == "init" else torch.zeros_like(mean))
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Dense:

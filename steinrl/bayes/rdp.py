@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, VariationalPosterior
+from steinrl.bayes.base import POSTERIORS, Dense, VariationalPosterior
 from steinrl.registry import Option, non_negative, positive
 
 __all__ = [
@@ -258,13 +258,10 @@ class RadialDirectionalPosterior(VariationalPosterior):
             raise ValueError(f"rdp needs every fan-in >= 2, got layers {self.layer_shapes}")
         self.global_scale = global_scale
         self.bias_prior_sigma = bias_prior_sigma
-        self.layers = nn.ModuleList()
-        self.biases = nn.ModuleList()
-        for i, (fan_in, fan_out) in enumerate(self.layer_shapes):
-            weight = torch.randn(fan_in, fan_out, generator=generator) * self.init_std(i)
-            self.layers.append(RadialDirectionalLayer(weight, init_concentration * fan_in, init_log_variance,
-                                                      prior_kappa))
-            self.biases.append(DiagonalGaussian(torch.zeros(fan_out), init_sigma))
+        self.layers = nn.ModuleList(
+            RadialDirectionalLayer(weight, init_concentration * weight.shape[0], init_log_variance, prior_kappa)
+            for weight in self.initial_weight_means(generator))
+        self.biases = self.initial_bias_posteriors(init_sigma)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Dense:
         """n draws: per layer ``(W (n, in, out), b (n, out))``."""
