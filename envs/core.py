@@ -355,6 +355,20 @@ class TaskVectorEnv(_OneTask, VectorEnv):
         self._any_prev_done = bool(self._prev_done.any())
         return self.task.observe(state), reward, terminated, truncated, {}
 
+    def get_state(self) -> dict[str, Any]:
+        """Everything that decides the next steps (physical state, step counters, pending
+        autoresets, the reset RNG), as arrays and plain data: a checkpoint can hold it."""
+        return {"state": self._state.copy(), "steps": self._steps.copy(), "prev_done": self._prev_done.copy(),
+                "rng": self.np_random.bit_generator.state}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        """Continue exactly from :meth:`get_state`."""
+        self._state[...] = np.asarray(saved["state"], dtype=np.float64).reshape(self._state.shape)
+        self._steps[:] = np.asarray(saved["steps"])
+        self._prev_done[:] = np.asarray(saved["prev_done"], dtype=bool)
+        self._any_prev_done = bool(self._prev_done.any())
+        self.np_random.bit_generator.state = saved["rng"]
+
     def render(self) -> list[np.ndarray] | None:
         """One ``(H, W, 3)`` uint8 frame per env (``render_mode="rgb_array"``)."""
         if self.render_mode is None:

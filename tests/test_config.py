@@ -22,11 +22,11 @@ def test_keys_nested_dotted_and_bare_mean_the_same(tmp_path):
 
 
 def test_values_are_read_as_their_declared_type():
-    cfg = load_config(overrides=parse_set(["update.lr=1e-3", "batch_size=5e3", "whole_episodes=false",
+    cfg = load_config(overrides=parse_set(["update.lr=1e-3", "batch_size=5e3", "sampling=continuing",
                                            "policy.hidden=[8, 4]", "prior.weight=null", "update.bandwidth=0.5"]))
     assert cfg.update.lr == 0.001 and isinstance(cfg.update.lr, float)  # YAML 1.1 reads 1e-3 as a string
     assert cfg.rollout.batch_size == 5000 and isinstance(cfg.rollout.batch_size, int)
-    assert cfg.rollout.whole_episodes is False and cfg.policy.hidden == [8, 4] and cfg.prior.weight is None
+    assert cfg.rollout.sampling == "continuing" and cfg.policy.hidden == [8, 4] and cfg.prior.weight is None
     assert cfg.update.bandwidth == 0.5 and load_config().update.bandwidth == "svpg"
 
 

@@ -99,7 +99,7 @@ def test_auto_named_runs_never_share_a_directory(tmp_path):
 
 # --- 3. --iterations on resume is the total; invalid values write nothing ---------------
 @pytest.mark.parametrize("iterations, message", [("0", "must be >= 1, got 0"), ("-5", "must be >= 1, got -5"),
-                                                 ("2", "already has 2 iterations; --iterations is the total")])
+                                                 ("2", "already has 2 iterations; --iterations (--rounds) is the total")])
 def test_bad_resume_iterations_exit_2_and_write_nothing(tmp_path, capsys, iterations, message):
     run = trained_run(tmp_path)
     before = {p.name: p.read_bytes() for p in run.iterdir()}

@@ -62,7 +62,7 @@ def act(obs: np.ndarray, t: int) -> np.ndarray:
 def test_sampler_matches_naive_loop(whole):
     venv = gym.make_vec("CartPole-v1", M * E, vectorization_mode="sync", max_episode_steps=HORIZON)
     sampler = Sampler(venv, M, E, HORIZON)
-    batch = sampler.collect(act, BUDGET, whole_episodes=whole, seed=123)
+    batch = sampler.collect(act, BUDGET, mode="whole_episodes" if whole else "cut", seed=123)
     ref = naive_episodes(123, whole)
     for m in range(M):
         expected = sorted(ref[m][0])
@@ -84,7 +84,7 @@ def test_sampler_matches_naive_loop(whole):
     for m in range(M):
         assert sorted(batch.timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episode_lengths[m].tolist())
     if whole:
-        assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, True)
+        assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, "whole_episodes")
     else:
         assert batch.actions.shape[0] == -(-BUDGET // E)
     # the step after an episode end is a reset step and never valid
@@ -92,6 +92,45 @@ def test_sampler_matches_naive_loop(whole):
     after_done[1:] = batch.done[:-1]
     assert not np.any(batch.valid & after_done)
     # obs[t + 1] after a valid non-final step is the next step's observation (the stored layout)
+    venv.close()
+
+
+def naive_continuing(seed: int, batches: int):
+    """Per particle: E single envs in lockstep for ``batches * T`` vector steps, never reset
+    between batches (next-step autoreset); the returns of the episodes each batch completes."""
+    T = -(-BUDGET // E)
+    out = {m: [[] for _ in range(batches)] for m in range(M)}
+    for m in range(M):
+        envs = [gym.make("CartPole-v1", max_episode_steps=HORIZON) for _ in range(E)]
+        obs = [env.reset(seed=seed + m * E + e)[0] for e, env in enumerate(envs)]
+        resetting, ep_ret = [False] * E, [0.0] * E
+        for step in range(batches * T):
+            for e in range(E):
+                if resetting[e]:
+                    obs[e], _ = envs[e].reset()
+                    resetting[e] = False
+                    continue
+                obs[e], r, term, trunc, _ = envs[e].step(policy_action(obs[e], m))
+                ep_ret[e] += r
+                if term or trunc:
+                    out[m][step // T].append(ep_ret[e])
+                    ep_ret[e], resetting[e] = 0.0, True
+    return out
+
+
+def test_continuing_sampling_carries_episodes_across_batches():
+    venv = gym.make_vec("CartPole-v1", M * E, vectorization_mode="sync", max_episode_steps=HORIZON)
+    sampler = Sampler(venv, M, E, HORIZON)
+    ref = naive_continuing(7, 3)
+    last_obs = None
+    for b in range(3):
+        batch = sampler.collect(act, BUDGET, mode="continuing", seed=7)
+        assert batch.actions.shape[0] == -(-BUDGET // E)
+        if last_obs is not None:  # the batch starts where the last one stopped
+            assert torch.equal(batch.obs[0], last_obs)
+        last_obs = batch.obs[-1].clone()
+        for m in range(M):
+            assert sorted(batch.episode_returns[m].tolist()) == sorted(ref[m][b])
     venv.close()
 
 

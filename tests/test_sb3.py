@@ -253,12 +253,12 @@ def test_svpg_callback_false_stops_training():
     assert recorder.events[-1][0] == "training_end"
 
 
-@pytest.mark.parametrize("whole_episodes", [True, False])
-def test_svpg_total_timesteps_rule(whole_episodes):
-    model = svpg(whole_episodes=whole_episodes)
+@pytest.mark.parametrize("sampling", ["whole_episodes", "continuing"])
+def test_svpg_total_timesteps_rule(sampling):
+    model = svpg(sampling=sampling)
     model.learn(250)
     assert model.num_timesteps >= 250
-    if whole_episodes:  # each iteration has >= particles * batch_size = 120 valid steps
+    if sampling == "whole_episodes":  # each iteration has >= particles * batch_size = 120 valid steps
         assert model.iteration <= math.ceil(250 / 120)
     model.learn(100, reset_num_timesteps=False)  # 100 more
     assert model.num_timesteps >= 350

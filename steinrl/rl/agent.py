@@ -117,12 +117,12 @@ class SVPGAgent:
         cfg, policy = self.cfg, self.policy
         seed = iteration_seed(cfg.seed, iteration)
         gen = torch.Generator(device=self.device).manual_seed(seed)
-        T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.whole_episodes)
+        T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.sampling)
         with torch.no_grad():
             noise = policy.head.draw_noise((T_max, cfg.particles, sampler.E), gen, self.device)
             try:
                 batch = sampler.collect(policy.actor(noise), cfg.rollout.batch_size,
-                                        whole_episodes=cfg.rollout.whole_episodes, seed=seed)
+                                        mode=cfg.rollout.sampling, seed=seed)
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
         policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))

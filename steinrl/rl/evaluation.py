@@ -104,7 +104,7 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
                 noise = None if deterministic else policy.head.draw_noise((M, episodes), gen, device)
                 return policy.sample(torch.as_tensor(obs, device=device), noise, dense).cpu().numpy()
 
-            batch = sampler.collect(act, 1, whole_episodes=True, seed=seed, store=False)
+            batch = sampler.collect(act, 1, seed=seed, store=False)
             venv.close()
             return {"returns": [r.tolist() for r in batch.episode_returns],
                     "lengths": [n.tolist() for n in batch.episode_lengths]}
@@ -113,7 +113,7 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
         venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.rollout.horizon)
         sampler = Sampler(venv, 1, episodes, cfg.rollout.horizon)
         batch = sampler.collect(lambda obs, t: actor.act(torch.as_tensor(obs[0], device=device)).cpu().numpy()[None],
-                                1, whole_episodes=True, seed=seed, store=False)
+                                1, seed=seed, store=False)
         venv.close()
         return {"returns": batch.episode_returns[0].tolist(), "lengths": batch.episode_lengths[0].tolist()}
 

@@ -193,10 +193,11 @@ class PolicyGradientJob:
         return scalars
 
     def state_dict(self) -> dict:
-        return {"agent": self.agent.state_dict()}
+        return {"agent": self.agent.state_dict(), "sampler": self.sampler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.agent.load_state_dict(state["agent"])
+        self.sampler.load_state_dict(state["sampler"])
 
     def close(self) -> None:
         self.envs.close()

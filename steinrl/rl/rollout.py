@@ -3,15 +3,20 @@
 Layout: the vector env holds ``N = M * E`` envs, particle-major (env ``n`` belongs to
 particle ``n // E``). Rollout storage is time-major ``(T, M, E, ...)``.
 
-Whole episodes (``whole_episodes=True``, as the SVPG code sampled with rllab): each
-particle's E envs are its parallel workers. Every env starts a fresh episode at the start
-of the batch and, whenever one ends, starts another only while the particle's steps so
-far (completed episodes plus episodes in progress) are fewer than ``steps_per_particle``.
-Episodes in progress then run to their end, so no episode is cut by the batch boundary
-and each particle gets at least ``steps_per_particle`` steps. With
-``whole_episodes=False`` the vector env takes exactly ``ceil(steps_per_particle / E)``
-steps (reset steps included) and the episodes still running at the end are cut (their
-last step is neither terminated nor truncated).
+Three sampling modes (``rollout.sampling``):
+
+- ``whole_episodes`` (the papers' protocol; the SVPG code sampled so with rllab): each
+  particle's E envs are its parallel workers. Every env starts a fresh episode at the
+  start of the batch and, whenever one ends, starts another only while the particle's
+  steps so far (completed episodes plus episodes in progress) are fewer than
+  ``steps_per_particle``. Episodes in progress then run to their end, so no episode is cut
+  by the batch boundary and each particle gets at least ``steps_per_particle`` steps.
+- ``continuing`` (SB3's way): every env takes exactly ``ceil(steps_per_particle / E)``
+  steps per batch (reset steps included) and episodes carry on into the next batch; the
+  last step of a batch is neither terminated nor truncated (a2c bootstraps from the
+  critic's value of the observation after it).
+- ``cut``: as ``continuing``, but every batch starts from fresh episodes (the episodes
+  running at its end are cut and dropped).
 
 Vector envs use Gymnasium's next-step autoreset: the step after an episode ended only
 resets that env; it is stored but marked invalid.
@@ -19,6 +24,7 @@ resets that env; it is stored but marked invalid.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -36,6 +42,8 @@ from steinrl.rl.heads import space_bounds
 #: :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
 ActFn = Callable[[np.ndarray, int], np.ndarray]
 
+SAMPLING_MODES = ("whole_episodes", "continuing", "cut")
+
 #: The ``rollout`` config section.
 ROLLOUT_OPTIONS: tuple[Option, ...] = (
     Option("batch_size", int, 5000, "Env steps per particle per iteration (at least; whole episodes are kept).",
@@ -44,10 +52,11 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            check=at_least_one),
     Option("horizon", int, 500, "Maximum episode length (time-limit truncation, not termination).",
            check=at_least_one),
-    Option("whole_episodes", bool, True,
-           "Whole episodes (the SVPG code's sampler): every episode runs to its end and new ones start only while "
-           "the particle's steps are below batch_size. If false, every env runs ceil(batch_size / E) steps and "
-           "cut episodes are bootstrapped (a2c) or treated as ended (reinforce)."),
+    Option("sampling", str, "whole_episodes",
+           "whole_episodes: every episode runs to its end, new ones start while the particle's steps are below "
+           "batch_size (the papers'); continuing: every env takes ceil(batch_size / E) steps and episodes carry on "
+           "into the next iteration (SB3's; a2c bootstraps at the cut); cut: the same but fresh episodes every "
+           "iteration.", choices=SAMPLING_MODES),
     Option("vectorization", str, "sync", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env). Our tasks always use their numpy vector env.", choices=("sync", "async")),
 )
@@ -98,18 +107,20 @@ class Sampler:
         self.action_shape = tuple(space.shape)
         self.action_dtype = np.float32 if space.dtype == np.float64 else space.dtype
         self._capacity = 0
+        #: continuing sampling: where the last batch left every env (obs, episode progress)
+        self.carry: dict[str, np.ndarray] | None = None
 
-    def max_steps(self, steps_per_particle: int, whole_episodes: bool) -> int:
+    def max_steps(self, steps_per_particle: int, mode: str) -> int:
         """Upper bound on the vector steps of one batch.
 
         Whole episodes: after ``t`` steps each env has completed at least
         ``(t - horizon - 1) / 2`` valid steps (every valid step may be followed by a reset
         step, and one episode of at most ``horizon`` steps may be in progress), so the
         budget is reached by ``2 ceil(budget / E) + horizon + 1`` and the episodes then in
-        progress end within ``horizon + 1`` more steps.
+        progress end within ``horizon + 1`` more steps. Otherwise exactly ``ceil(budget / E)``.
         """
         per_env = -(-steps_per_particle // self.E)
-        return 2 * per_env + 2 * self.horizon + 2 if whole_episodes else per_env
+        return 2 * per_env + 2 * self.horizon + 2 if mode == "whole_episodes" else per_env
 
     def _allocate(self, T: int) -> None:
         if T <= self._capacity:
@@ -124,33 +135,66 @@ class Sampler:
         self._tstep = np.empty((T + 1, N), dtype=np.int32)
         self._capacity = T
 
-    def collect(self, act: ActFn, steps_per_particle: int, *, whole_episodes: bool = True,
+    def state_dict(self) -> dict:
+        """Continuing sampling's carry-over (each env's observation and episode progress) and
+        the envs' own state, so that a restored run continues the same episodes. Empty in
+        the other modes (every batch starts from a seeded reset)."""
+        if self.carry is None:
+            return {}
+        state = {"carry": {k: torch.from_numpy(np.array(v)) for k, v in self.carry.items()}}
+        if hasattr(self.envs, "get_state"):  # arrays as tensors: loadable with weights_only=True
+            state["envs"] = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+                             for k, v in self.envs.get_state().items()}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if "carry" not in state:
+            self.carry = None
+        elif "envs" in state and hasattr(self.envs, "set_state"):
+            self.envs.set_state({k: v.numpy() if isinstance(v, Tensor) else v for k, v in state["envs"].items()})
+            self.carry = {k: v.numpy().copy() for k, v in state["carry"].items()}
+        else:  # a Gymnasium env whose state cannot be saved: the restored run starts fresh episodes
+            warnings.warn("continuing sampling on Gymnasium envs whose state a checkpoint cannot hold: the restored "
+                          "run's envs start fresh episodes (steinrl's own tasks continue exactly)", stacklevel=2)
+            self.carry = None
+
+    def _start(self, mode: str, seed: int | None) -> dict[str, np.ndarray]:
+        """Where the batch starts: fresh episodes (reset with ``seed``), or, continuing, where the last one ended."""
+        if mode == "continuing" and self.carry is not None:
+            return self.carry
+        N = self.M * self.E
+        obs, _ = self.envs.reset(seed=seed)
+        return {"obs": np.asarray(obs, dtype=np.float32).reshape(N, -1), "prev_done": np.zeros(N, dtype=bool),
+                "ep_ret": np.zeros(N), "ep_len": np.zeros(N, dtype=np.int64), "tstep": np.zeros(N, dtype=np.int32)}
+
+    def collect(self, act: ActFn, steps_per_particle: int, *, mode: str = "whole_episodes",
                 seed: int | None = None, store: bool = True) -> Batch:
         """Run one batch and return it (views into preallocated buffers, valid until the next call).
 
         :param act: the ensemble's action function (see :data:`ActFn`).
         :param steps_per_particle: the batch budget of each particle (see the module docstring).
-        :param seed: seed for ``envs.reset`` at the start of the batch.
+        :param mode: ``whole_episodes``, ``cut`` or ``continuing`` (see the module docstring).
+        :param seed: seed for ``envs.reset`` at the start of the batch (``continuing``: of the first batch).
         :param store: keep observations and actions (training); off for evaluation.
         """
+        if mode not in SAMPLING_MODES:
+            raise ValueError(f"unknown sampling mode {mode!r}; choices: {', '.join(SAMPLING_MODES)}")
+        whole_episodes = mode == "whole_episodes"
         M, E, N = self.M, self.E, self.M * self.E
-        T_max = self.max_steps(steps_per_particle, whole_episodes)
+        T_max = self.max_steps(steps_per_particle, mode)
         self._allocate(T_max)
-        obs_np, _ = self.envs.reset(seed=seed)
+        start = self._start(mode, seed)
+        obs, prev_done = start["obs"], start["prev_done"].copy()
+        ep_ret, ep_len, tstep = start["ep_ret"].copy(), start["ep_len"].copy(), start["tstep"].copy()
         active = np.ones(N, dtype=bool)
-        prev_done = np.zeros(N, dtype=bool)
         completed = np.zeros(M, dtype=np.int64)  # steps in each particle's completed episodes
         owner = np.arange(N) // E  # particle of each env
-        ep_ret = np.zeros(N, dtype=np.float64)
-        ep_len = np.zeros(N, dtype=np.int64)
-        tstep = np.zeros(N, dtype=np.int32)  # step index of the current obs within its episode
         ended_env: list[np.ndarray] = []
         ended_ret: list[np.ndarray] = []
         ended_len: list[np.ndarray] = []
         low_high = self.bounds
         t = 0
         for t in range(T_max):
-            obs = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
             if store:
                 self._obs[t] = obs
                 self._tstep[t] = tstep
@@ -163,6 +207,7 @@ class Sampler:
             if low_high is not None:  # (np.clip costs several times more than these two)
                 a_np = np.minimum(np.maximum(a_np, low_high[0]), low_high[1])
             obs_np, rew, term, trunc, _ = self.envs.step(a_np)
+            obs = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)  # converted once per step
             tstep += 1
             tstep[prev_done] = 0  # this step was a reset: the new obs starts an episode
             done = np.logical_or(term, trunc, out=self._done[t])
@@ -192,8 +237,10 @@ class Sampler:
             prev_done = done  # a view of self._done[t], never written again this batch
         T = t + 1
         if store:
-            self._obs[T] = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)
+            self._obs[T] = obs
             self._tstep[T] = tstep
+        self.carry = {"obs": obs, "prev_done": prev_done.copy(), "ep_ret": ep_ret, "ep_len": ep_len,
+                      "tstep": tstep} if mode == "continuing" else None
         env_idx = np.concatenate(ended_env) if ended_env else np.zeros(0, dtype=np.int64)
         rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
         lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
