@@ -61,17 +61,9 @@ class DoublePendulumPhysics:
     is the number of state columns stepped at once and ``dt`` the integration step (s).
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        dt: float = DT,
-        gravity: float = GRAVITY,
-        link_mass: float = LINK_MASS,
-        link_length: float = LINK_LENGTH,
-        link_inertia_com: float = LINK_INERTIA_COM,
-    ) -> None:
+    def __init__(self, num_envs: int, dt: float = DT) -> None:
         n = int(num_envs)
-        m, L, inertia = link_mass, link_length, link_inertia_com
+        m, L, inertia, gravity = LINK_MASS, LINK_LENGTH, LINK_INERTIA_COM, GRAVITY
         self.dt = dt  # s
         self.a1 = m * L**2 / 4.0 + inertia + m * L**2  # M11, kg m²
         self.a2 = m * L**2 / 4.0 + inertia  # M22, kg m²
