@@ -79,10 +79,10 @@ def unflatten_into(flat: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _sq_dists_from_gram(gram: Tensor) -> Tensor:
-    # ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ from the Gram matrix of (centred) rows, M M
-    sq = gram.diagonal()
-    d = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * gram).clamp_min(0.0)
-    return d.masked_fill(torch.eye(d.shape[0], dtype=torch.bool, device=d.device), 0.0)
+    # ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ from the Gram matrix of (centred) rows, (..., M, M)
+    sq = gram.diagonal(dim1=-2, dim2=-1)
+    d = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2.0 * gram).clamp_min(0.0)
+    return d.masked_fill(torch.eye(d.shape[-1], dtype=torch.bool, device=d.device), 0.0)
 
 
 def pairwise_sq_dists(theta: Tensor) -> Tensor:
@@ -98,12 +98,12 @@ def pairwise_sq_dists(theta: Tensor) -> Tensor:
 
 
 def _median(x: Tensor) -> Tensor:
-    # numpy's median of a 1-D tensor: mean of the two middle values for an even count
-    s = torch.sort(x).values
-    n = s.numel()
+    # numpy's median along the last dim: mean of the two middle values for an even count
+    s = torch.sort(x, dim=-1).values
+    n = s.shape[-1]
     if n % 2 == 1:
-        return s[n // 2]
-    return 0.5 * (s[n // 2 - 1] + s[n // 2])
+        return s[..., n // 2]
+    return 0.5 * (s[..., n // 2 - 1] + s[..., n // 2])
 
 
 def _check_bandwidth_rule(rule: str | float) -> None:
@@ -117,25 +117,27 @@ def _check_bandwidth_rule(rule: str | float) -> None:
 def bandwidth(sq_dists: Tensor, rule: str | float = "svpg") -> Tensor:
     """RBF bandwidth h (kernel exp(−d²/h)) from the squared-distance matrix.
 
-    :param sq_dists: ``(M, M)`` from :func:`pairwise_sq_dists`.
+    :param sq_dists: ``(M, M)`` from :func:`pairwise_sq_dists`, or ``(G, M, M)`` for G
+        independent groups (one h each).
     :param rule: ``"svpg"`` (default): median of all M² entries (zeros on the diagonal
         included) / (2·log(M+1)); ``"s2vgd"``: med²/log M with med the median of the
         distances over i < j; or a positive number: fixed h.
-    :return: scalar tensor h. With M = 1, or if the rule gives h ≤ 0 or a non-finite
-        value, h = 1 (for a median rule; a fixed h is used as given).
+    :return: h, a scalar tensor (``(G,)`` for groups). With M = 1, or if the rule gives
+        h ≤ 0 or a non-finite value, h = 1 (for a median rule; a fixed h is used as given).
     """
     _check_bandwidth_rule(rule)
-    M = sq_dists.shape[0]
+    M = sq_dists.shape[-1]
+    batch = sq_dists.shape[:-2]
     if not isinstance(rule, str):
-        return torch.tensor(float(rule), dtype=sq_dists.dtype, device=sq_dists.device)
-    one = torch.ones((), dtype=sq_dists.dtype, device=sq_dists.device)
+        return torch.full(batch, float(rule), dtype=sq_dists.dtype, device=sq_dists.device)
+    one = torch.ones(batch, dtype=sq_dists.dtype, device=sq_dists.device)
     if M == 1:
         return one
     if rule == "svpg":
-        h = _median(sq_dists.reshape(-1)) / (2.0 * math.log(M + 1))
+        h = _median(sq_dists.reshape(*batch, M * M)) / (2.0 * math.log(M + 1))
     else:  # "s2vgd"
         rows, cols = torch.triu_indices(M, M, 1, device=sq_dists.device)
-        med = _median(sq_dists[rows, cols].sqrt())
+        med = _median(sq_dists[..., rows, cols].sqrt())
         h = med.square() / math.log(M)
     ok = torch.isfinite(h) & (h > 0)
     return torch.where(ok, h, one)  # no host sync
@@ -166,11 +168,13 @@ def svgd_direction(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The SVGD ascent direction φ for every particle, fused.
 
-    :param theta: ``(M, D)`` particles.
-    :param grad: ``(M, D)`` g_j = ∇ log target at θ_j (an ascent direction).
+    :param theta: ``(M, D)`` particles, or ``(G, M, D)``: G independent groups (e.g. seeds
+        trained in one batch) whose particles the kernel couples only within their group.
+    :param grad: the same shape, g_j = ∇ log target at θ_j (an ascent direction).
     :param kernel: ``"rbf"`` (SVGD) or ``"independent"`` (κ = I, no repulsion: φ = g).
-    :param bandwidth: rule or fixed h, see :func:`bandwidth`.
-    :return: ``(phi (M, D), info)`` with info of detached 0-dim tensors:
+    :param bandwidth: rule or fixed h, see :func:`bandwidth` (one h per group).
+    :return: ``(phi, info)``, phi shaped like theta, info of detached tensors (0-dim, or
+        ``(G,)`` per group):
         ``"bandwidth"`` h (for ``"independent"``: the h the rbf kernel would use),
         ``"mean_pairwise_distance"`` mean ‖θ_i − θ_j‖ over i ≠ j,
         ``"kernel_mean"`` mean off-diagonal κ_ij (0 for ``"independent"``),
@@ -182,46 +186,51 @@ def svgd_direction(
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
-    if theta.dim() != 2 or grad.shape != theta.shape:
-        raise ValueError(f"theta and grad must both be (M, D), got {tuple(theta.shape)} and {tuple(grad.shape)}")
-    M = theta.shape[0]
+    if theta.dim() not in (2, 3) or grad.shape != theta.shape:
+        raise ValueError(f"theta and grad must both be (M, D) or (G, M, D), got {tuple(theta.shape)} and "
+                         f"{tuple(grad.shape)}")
+    M = theta.shape[-2]
     n_pairs = max(M * (M - 1), 1)
-    c = theta - theta.mean(dim=0, keepdim=True)  # M D, centred (everything below is translation-invariant)
-    gram = c @ c.T  # M M
-    sq = _sq_dists_from_gram(gram)  # M M
-    h = _bandwidth(sq, bandwidth)
-    mean_dist = sq.sqrt().sum() / n_pairs
-    zero = torch.zeros((), dtype=theta.dtype, device=theta.device)
+    c = theta - theta.mean(dim=-2, keepdim=True)  # (G) M D, centred (everything below is translation-invariant)
+    gram = c @ c.mT  # (G) M M
+    sq = _sq_dists_from_gram(gram)  # (G) M M
+    h = _bandwidth(sq, bandwidth)  # (G)
+    mean_dist = sq.sqrt().sum((-2, -1)) / n_pairs
+    zero = torch.zeros_like(h)
     if kernel == "independent":
         info = {
             "bandwidth": h,
             "mean_pairwise_distance": mean_dist,
             "kernel_mean": zero,
-            "attractive_norm": torch.linalg.vector_norm(grad),
+            "attractive_norm": torch.linalg.vector_norm(grad, dim=(-2, -1)),
             "repulsive_norm": zero,
         }
         return grad, info
-    K = torch.exp(-sq / h)  # M M
-    rowsum = K.sum(dim=1, keepdim=True)  # M 1
-    scale = 2.0 / h  # the 2/h of the repulsive term
+    hh = h[..., None, None]  # (G) 1 1
+    K = torch.exp(-sq / hh)  # (G) M M
+    rowsum = K.sum(dim=-1, keepdim=True)  # (G) M 1
+    scale = 2.0 / hh  # the 2/h of the repulsive term
     # φ = (1/M)[K G + (2/h)(Θ ⊙ rowsum(K) − K Θ)] = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ]
     # (Θ centred): one matmul and two elementwise passes over (M, D), written into the
     # buffer of Θ (each fresh (M, D) buffer costs page faults on CPU for large D).
-    shifted = torch.addcmul(grad, c, scale, value=-1.0)  # M D: G − (2/h)Θ
-    gram_g = grad @ grad.T  # M M, for the diagnostics below
-    phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
+    shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
+    gram_g = grad @ grad.mT  # (G) M M, for the diagnostics below
+    if theta.dim() == 2:
+        phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
+    else:
+        phi = torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
     del c, shifted
     # Diagnostics from M×M Gram matrices, without forming the two (M, D) terms:
     # ‖K G‖² = ⟨K (G Gᵀ) K⟩ and ‖(diag(rowsum) − K) Θ‖² = ⟨L (Θ Θᵀ) L⟩.
-    lap = torch.diag_embed(rowsum.squeeze(1)) - K  # M M
-    att_sq = ((K @ gram_g) * K).sum().clamp_min(0.0)
-    rep_sq = ((lap @ gram) * lap).sum().clamp_min(0.0)
+    lap = torch.diag_embed(rowsum.squeeze(-1)) - K  # (G) M M
+    att_sq = ((K @ gram_g) * K).sum((-2, -1)).clamp_min(0.0)
+    rep_sq = ((lap @ gram) * lap).sum((-2, -1)).clamp_min(0.0)
     info = {
         "bandwidth": h,
         "mean_pairwise_distance": mean_dist,
-        "kernel_mean": (K.sum() - K.diagonal().sum()) / n_pairs,
+        "kernel_mean": (K.sum((-2, -1)) - K.diagonal(dim1=-2, dim2=-1).sum(-1)) / n_pairs,
         "attractive_norm": att_sq.sqrt() / M,
-        "repulsive_norm": rep_sq.sqrt() * (scale / M),
+        "repulsive_norm": rep_sq.sqrt() * (2.0 / h / M),
     }
     return phi, info
 
@@ -265,6 +274,9 @@ class SVGD:
         0.1 there, 0 = off), added to the gradient handed to the optimizer.
     :param max_norm: if set, each particle's direction φ_i is scaled down to at most this
         Euclidean norm before the optimizer sees it (gradient clipping, per particle).
+    :param groups: G > 1 splits the leading dim into G consecutive groups of M / G
+        particles (e.g. seeds trained in one batch); the kernel couples particles only within
+        their group, and :meth:`step`'s info holds one value per group ``(G,)``.
     """
 
     def __init__(
@@ -279,6 +291,7 @@ class SVGD:
         compile: bool = False,
         proximal: float = 0.0,
         max_norm: float | None = None,
+        groups: int = 1,
     ) -> None:
         self.params = list(params)
         if not self.params:
@@ -289,6 +302,11 @@ class SVGD:
         if len(Ms) != 1:
             raise ValueError(f"parameters disagree on the particle dim M: {sorted(Ms)}")
         self.num_particles = Ms.pop()
+        if groups < 1 or self.num_particles % groups:
+            raise ValueError(f"groups must divide the {self.num_particles} particles, got {groups}")
+        if groups > 1 and proximal:
+            raise ValueError("the proximal term is not available with groups > 1")
+        self.groups = int(groups)
         if not (isinstance(lr, (int, float)) and lr > 0):
             raise ValueError(f"lr must be > 0, got {lr!r}")
         if optimizer not in OPTIMIZERS:
@@ -321,7 +339,13 @@ class SVGD:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
-        phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth)
+        if self.groups > 1:  # (G, M/G, D): the kernel within each group
+            G = self.groups
+            phi, info = self._direction(theta.view(G, -1, theta.shape[1]), g.view(G, -1, g.shape[1]),
+                                        kernel=self.kernel, bandwidth=self.bandwidth)
+            phi = phi.reshape(theta.shape)
+        else:
+            phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth)
         if self.proximal > 0:
             if self.prev_theta is not None:
                 phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)
