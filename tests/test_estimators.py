@@ -2,8 +2,22 @@
 
 import numpy as np
 import pytest
+import torch
 
-from steinrl.rl.estimators.returns import discounted_returns, gae, standardize
+from steinrl.rl.estimators import returns as R
+
+
+def discounted_returns(r, done, gamma):
+    return R.discounted_returns(torch.as_tensor(r), torch.as_tensor(done), gamma).numpy()
+
+
+def gae(r, v, term, done, gamma, lam):
+    adv, ret = R.gae(torch.as_tensor(r), torch.as_tensor(v), torch.as_tensor(term), torch.as_tensor(done), gamma, lam)
+    return adv.numpy(), ret.numpy()
+
+
+def standardize(x, mask, axis):
+    return R.standardize(torch.as_tensor(x), torch.as_tensor(mask), dim=axis).numpy()
 
 
 def test_returns_to_go_by_hand():
@@ -64,7 +78,8 @@ def test_standardize_per_particle_ignores_masked_entries():
 
 
 def test_explained_variance_per_particle_over_valid_steps():
-    from steinrl.rl.estimators.returns import explained_variance
+    def explained_variance(values, targets, valid):
+        return float(R.explained_variance(torch.as_tensor(values), torch.as_tensor(targets), torch.as_tensor(valid)))
 
     rng = np.random.default_rng(0)
     T, M, E = 7, 3, 2

@@ -64,33 +64,34 @@ def test_sampler_matches_naive_loop(whole):
     sampler = Sampler(venv, M, E, HORIZON)
     batch = sampler.collect(act, BUDGET, mode="whole_episodes" if whole else "cut", seed=123)
     ref = naive_episodes(123, whole)
+    valid, done, rewards, timestep = (x.numpy() for x in (batch.valid, batch.done, batch.rewards, batch.timestep))
     for m in range(M):
         expected = sorted(ref[m][0])
         assert sorted(batch.episode_returns[m].tolist()) == expected
         steps = ref[m][1]
-        assert batch.valid[:, m].sum() == steps
+        assert valid[:, m].sum() == steps
         if whole:
             assert steps >= BUDGET
             # whole episodes: every valid step belongs to a completed episode
             assert batch.episode_lengths[m].sum() == steps
-            assert batch.rewards[:, m][batch.valid[:, m]].sum() == pytest.approx(sum(expected))
+            assert rewards[:, m][valid[:, m]].sum() == pytest.approx(sum(expected))
     # timestep: obs[t]'s index within its episode (the final obs carries the episode length)
-    ts = np.zeros_like(batch.timestep)
+    ts = np.zeros_like(timestep)
     for t in range(1, ts.shape[0]):
-        after_reset = batch.done[t - 2] if t >= 2 else np.zeros_like(batch.done[0])
+        after_reset = done[t - 2] if t >= 2 else np.zeros_like(done[0])
         ts[t] = np.where(after_reset, 0, ts[t - 1] + 1)
-    assert np.array_equal(batch.timestep, ts)
-    ends = batch.done & batch.valid
+    assert np.array_equal(timestep, ts)
+    ends = done & valid
     for m in range(M):
-        assert sorted(batch.timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episode_lengths[m].tolist())
+        assert sorted(timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episode_lengths[m].tolist())
     if whole:
         assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, "whole_episodes")
     else:
         assert batch.actions.shape[0] == -(-BUDGET // E)
     # the step after an episode end is a reset step and never valid
-    after_done = np.zeros_like(batch.done)
-    after_done[1:] = batch.done[:-1]
-    assert not np.any(batch.valid & after_done)
+    after_done = np.zeros_like(done)
+    after_done[1:] = done[:-1]
+    assert not np.any(valid & after_done)
     # obs[t + 1] after a valid non-final step is the next step's observation (the stored layout)
     venv.close()
 

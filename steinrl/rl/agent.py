@@ -125,7 +125,8 @@ class SVPGAgent:
                                         mode=cfg.rollout.sampling, seed=seed)
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
-        policy.obs_norm.update(batch.obs[:-1][torch.as_tensor(batch.valid)].to(self.device))
+        batch = batch.to(self.device)  # one transfer per iteration (none on CPU)
+        policy.obs_norm.update(batch.obs[:-1][batch.valid])
         return batch
 
     # --- update -------------------------------------------------------------------
@@ -178,7 +179,8 @@ class SVPGAgent:
             entropy=float(entropy.detach().mean()), bandwidth=float(info["bandwidth"]),
             mean_pairwise_distance=float(info["mean_pairwise_distance"]), kernel_mean=float(info["kernel_mean"]),
             attractive_norm=float(info["attractive_norm"]), repulsive_norm=float(info["repulsive_norm"]),
-            value_loss=value_loss, explained_variance=est.explained_variance,
+            value_loss=value_loss,
+            explained_variance=None if est.explained_variance is None else float(est.explained_variance),
         )
 
     # --- state --------------------------------------------------------------------

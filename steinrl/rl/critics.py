@@ -37,8 +37,8 @@ class Critic(nn.Module):
     options: tuple[Option, ...] = ()
     fit_target = "lambda_returns"
 
-    def values(self, batch: Batch) -> np.ndarray:
-        """V of every observation of ``batch``, ``(T + 1, M, E)`` float64."""
+    def values(self, batch: Batch) -> Tensor:
+        """V of every observation of ``batch``, ``(T + 1, M, E)`` float64 (on the critic's device)."""
         raise NotImplementedError
 
     def fit(self, samples: Samples, seed: int) -> float:
@@ -58,9 +58,9 @@ def _batch_obs(batch: Batch, device: torch.device) -> Tensor:
     return batch.obs.to(device).permute(1, 0, 2, 3).reshape(M, T1 * E, d)  # M (T+1)E d
 
 
-def _to_time_major(values: Tensor, batch: Batch) -> np.ndarray:
+def _to_time_major(values: Tensor, batch: Batch) -> Tensor:
     T1, M, E = batch.obs.shape[:3]
-    return values.view(M, T1, E).permute(1, 0, 2).cpu().numpy().astype(np.float64)
+    return values.view(M, T1, E).permute(1, 0, 2).double()
 
 
 class ValueEnsemble(Critic):
@@ -98,7 +98,7 @@ class ValueEnsemble(Critic):
         return self.target_mean + self.target_std * self.net(self.obs_norm(obs)).squeeze(-1)
 
     @torch.no_grad()
-    def values(self, batch: Batch) -> np.ndarray:
+    def values(self, batch: Batch) -> Tensor:
         return _to_time_major(self(_batch_obs(batch, self.target_mean.device)), batch)
 
     def fit(self, samples: Samples, seed: int) -> float:
@@ -175,10 +175,10 @@ class LinearBaseline(Critic):
         return (self.features(obs, t) @ self.coeffs.unsqueeze(-1)).squeeze(-1)
 
     @torch.no_grad()
-    def values(self, batch: Batch) -> np.ndarray:
+    def values(self, batch: Batch) -> Tensor:
         device = self.coeffs.device
         M = batch.obs.shape[1]
-        t = torch.as_tensor(batch.timestep, device=device).permute(1, 0, 2).reshape(M, -1)
+        t = batch.timestep.to(device).permute(1, 0, 2).reshape(M, -1)
         return _to_time_major(self(_batch_obs(batch, device), t), batch)
 
     def fit(self, samples: Samples, seed: int) -> float:

@@ -55,19 +55,20 @@ def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
 
 
 def episode_scalars(batch: Batch) -> dict[str, float]:
-    """Rollout scalars: SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max-over-particles."""
-    per_particle = [float(r.mean()) if len(r) else float("nan") for r in batch.episode_returns]
-    all_returns = np.concatenate(batch.episode_returns)
-    all_lengths = np.concatenate(batch.episode_lengths)
-    any_episode = len(all_returns) > 0
+    """Rollout scalars: SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max-over-particles
+    (each particle's mean return over the episodes it completed in this batch)."""
+    return_sum, length_sum, count = batch.episode_stats.cpu().numpy()  # (M,) each: one transfer
+    total = count.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_particle = return_sum / count  # NaN for a particle without a finished episode
     scalars = {
-        "rollout/ep_rew_mean": float(all_returns.mean()) if any_episode else float("nan"),
-        "rollout/ep_len_mean": float(all_lengths.mean()) if any_episode else float("nan"),
-        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if any_episode else float("nan"),
-        "rollout/episodes": float(len(all_returns)),
+        "rollout/ep_rew_mean": float(return_sum.sum() / total) if total else float("nan"),
+        "rollout/ep_len_mean": float(length_sum.sum() / total) if total else float("nan"),
+        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if total else float("nan"),
+        "rollout/episodes": float(total),
     }
     for i, value in enumerate(per_particle):
-        scalars[f"particles/ep_rew_mean_{i:02d}"] = value
+        scalars[f"particles/ep_rew_mean_{i:02d}"] = float(value)
     return scalars
 
 

@@ -64,22 +64,30 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
 
 @dataclass
 class Batch:
-    """One iteration's samples. ``T`` is the number of vector steps taken."""
+    """One iteration's samples, tensors on the rollout's device. ``T`` is the number of vector steps taken."""
 
-    obs: Tensor  # (T + 1, M, E, obs_dim) float32 (CPU); obs[t + 1] follows step t (final obs if step t ended)
-    actions: Tensor  # (T, M, E, *action_shape) in the action space's dtype (CPU)
-    rewards: np.ndarray  # (T, M, E) float32
-    terminated: np.ndarray  # (T, M, E) bool: a true terminal state (value 0)
-    done: np.ndarray  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
-    valid: np.ndarray  # (T, M, E) bool: a real transition of an active env
-    timestep: np.ndarray  # (T + 1, M, E) int32: obs[t]'s step index within its episode
-    episode_returns: list[np.ndarray]  # per particle: undiscounted returns of its completed episodes
-    episode_lengths: list[np.ndarray]  # per particle: lengths of its completed episodes
+    obs: Tensor  # (T + 1, M, E, obs_dim) float32; obs[t + 1] follows step t (final obs if step t ended)
+    actions: Tensor  # (T, M, E, *action_shape) in the action space's dtype
+    rewards: Tensor  # (T, M, E) float32
+    terminated: Tensor  # (T, M, E) bool: a true terminal state (value 0)
+    done: Tensor  # (T, M, E) bool: terminated or truncated (the episode ended at this step)
+    valid: Tensor  # (T, M, E) bool: a real transition of an active env
+    timestep: Tensor  # (T + 1, M, E) int32: obs[t]'s step index within its episode
+    episode_stats: Tensor  # (3, M) float64: per particle the sum of its completed episodes' returns,
+    #                        the sum of their lengths, and their number
+    episode_returns: list[np.ndarray] | None = None  # per particle: each completed episode's return (CPU rollout)
+    episode_lengths: list[np.ndarray] | None = None  # per particle: each completed episode's length (CPU rollout)
 
     @property
     def num_steps(self) -> int:
         """Valid env steps over all particles."""
         return int(self.valid.sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        """The batch with its tensors on ``device`` (one transfer each; a no-op where they are)."""
+        moved = {f: getattr(self, f).to(device) for f in ("obs", "actions", "rewards", "terminated", "done", "valid",
+                                                          "timestep", "episode_stats")}
+        return Batch(**moved, episode_returns=self.episode_returns, episode_lengths=self.episode_lengths)
 
 
 class Sampler:
@@ -245,14 +253,17 @@ class Sampler:
         rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
         lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
         particle = env_idx // E
-        return Batch(
+        stats = np.stack([np.bincount(particle, rets, minlength=M), np.bincount(particle, lens, minlength=M),
+                          np.bincount(particle, minlength=M)]).astype(np.float64)
+        return Batch(  # zero-copy views of the buffers
             obs=torch.from_numpy(self._obs[: T + 1]).view(T + 1, M, E, self.obs_dim),
             actions=torch.from_numpy(self._act[:T]).view(T, M, E, *self._act.shape[2:]),
-            rewards=self._rew[:T].reshape(T, M, E),
-            terminated=self._term[:T].reshape(T, M, E),
-            done=self._done[:T].reshape(T, M, E),
-            valid=self._valid[:T].reshape(T, M, E),
-            timestep=self._tstep[: T + 1].reshape(T + 1, M, E),
+            rewards=torch.from_numpy(self._rew[:T]).view(T, M, E),
+            terminated=torch.from_numpy(self._term[:T]).view(T, M, E),
+            done=torch.from_numpy(self._done[:T]).view(T, M, E),
+            valid=torch.from_numpy(self._valid[:T]).view(T, M, E),
+            timestep=torch.from_numpy(self._tstep[: T + 1]).view(T + 1, M, E),
+            episode_stats=torch.from_numpy(stats),
             episode_returns=[rets[particle == i] for i in range(M)],
             episode_lengths=[lens[particle == i] for i in range(M)],
         )
@@ -271,14 +282,14 @@ class Samples:
     targets: Tensor | None  # (M, n) float64 value targets (None without a critic)
 
 
-def compact(batch: Batch, advantages: np.ndarray, targets: np.ndarray | None, device: torch.device) -> Samples:
+def compact(batch: Batch, advantages: Tensor, targets: Tensor | None, device: torch.device) -> Samples:
     """Gather every particle's valid steps of ``batch`` into :class:`Samples` on ``device``.
 
     :param advantages: ``(T, M, E)`` per-step advantages.
     :param targets: ``(T, M, E)`` value targets, or None.
     """
     T, M = batch.actions.shape[:2]
-    valid = torch.as_tensor(batch.valid).permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
+    valid = batch.valid.permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
     n_max = int(valid.sum(1).max())
     order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n_max]  # (M, n_max), valid first
     mask = torch.gather(valid, 1, order).to(device, torch.float32)
@@ -292,8 +303,8 @@ def compact(batch: Batch, advantages: np.ndarray, targets: np.ndarray | None, de
     return Samples(
         obs=take(batch.obs[:T]),
         actions=take(batch.actions),
-        timestep=take(torch.as_tensor(batch.timestep[:T])),
+        timestep=take(batch.timestep[:T]),
         mask=mask,
-        advantages=take(torch.as_tensor(advantages, dtype=torch.float32)),
-        targets=None if targets is None else take(torch.as_tensor(targets)),
+        advantages=take(advantages.to(torch.float32)),
+        targets=None if targets is None else take(targets),
     )

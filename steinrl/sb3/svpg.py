@@ -276,9 +276,9 @@ class SVPG(BaseAlgorithm):
     def _replay_steps(self, batch, callback: BaseCallback) -> None:
         T, M, E = batch.valid.shape
         N = M * E
-        valid = batch.valid.reshape(T, N)
-        rewards = batch.rewards.reshape(T, N)
-        ended = batch.done.reshape(T, N) & valid
+        valid = batch.valid.cpu().numpy().reshape(T, N)
+        rewards = batch.rewards.cpu().numpy().reshape(T, N)
+        ended = batch.done.cpu().numpy().reshape(T, N) & valid
         ep_ret = np.zeros(N)
         ep_len = np.zeros(N, dtype=np.int64)
         elapsed = round(time.time() - self.start_time / 1e9, 6)

@@ -28,5 +28,5 @@ class A2C(Estimator):
             targets = discounted_returns(batch.rewards, batch.done, gamma)
         explained = explained_variance(values[:-1], targets, batch.valid)
         if self.config["normalize_advantages"]:
-            adv = standardize(adv, batch.valid, axis=(0, 2))
+            adv = standardize(adv, batch.valid, dim=(0, 2))
         return Advantages(adv, targets, explained)

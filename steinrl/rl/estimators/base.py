@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from torch import Tensor
 
 from steinrl.registry import Option, Registry, unit_interval
@@ -25,9 +24,9 @@ NORMALIZE_ADVANTAGES = Option("normalize_advantages", bool, True,
 class Advantages:
     """What an estimator computes from a rollout, time-major ``(T, M, E)``."""
 
-    advantages: np.ndarray  # (T, M, E) float64; 0 where the step is not valid
-    value_targets: np.ndarray | None = None  # (T, M, E) float64 regression targets of the critic
-    explained_variance: float | None = None  # of the critic's values before fitting
+    advantages: Tensor  # (T, M, E) float64; 0 where the step is not valid
+    value_targets: Tensor | None = None  # (T, M, E) float64 regression targets of the critic
+    explained_variance: Tensor | None = None  # 0-dim: of the critic's values before fitting
 
 
 class Estimator:

@@ -17,5 +17,5 @@ class Reinforce(Estimator):
     def advantages(self, batch, critic) -> Advantages:
         adv = discounted_returns(batch.rewards, batch.done, self.config["discount"])
         if self.config["normalize_advantages"]:
-            adv = standardize(adv, batch.valid, axis=(0, 2))
+            adv = standardize(adv, batch.valid, dim=(0, 2))
         return Advantages(adv)
