@@ -130,6 +130,19 @@ class TorchVectorTask(ABC):
         self._prev_done.zero_()
         return self.observe(self.state)
 
+    def get_state(self) -> dict[str, torch.Tensor]:
+        """Everything that decides the next steps (state, step counters, pending autoresets,
+        the reset generator's state), as tensors a checkpoint can hold."""
+        return {"state": self.state.clone(), "steps": self.steps.clone(), "prev_done": self._prev_done.clone(),
+                "rng": self.generator.get_state()}
+
+    def set_state(self, saved: dict[str, torch.Tensor]) -> None:
+        """Continue exactly from :meth:`get_state`."""
+        self.state = saved["state"].to(device=self.device, dtype=self.dtype).clone()
+        self.steps.copy_(saved["steps"])
+        self._prev_done.copy_(saved["prev_done"])
+        self.generator.set_state(saved["rng"])
+
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step of every env under ``actions`` ``(n,)`` or ``(n, 1)`` in [−1, 1] (any
         floating dtype, on the device), with next-step autoreset.

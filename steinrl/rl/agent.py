@@ -120,13 +120,15 @@ class SVPGAgent:
         T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.sampling)
         with torch.no_grad():
             noise = policy.head.draw_noise((T_max, cfg.particles, sampler.E), gen, self.device)
+            act = policy.device_actor(noise) if getattr(sampler, "device_resident", False) else policy.actor(noise)
             try:
-                batch = sampler.collect(policy.actor(noise), cfg.rollout.batch_size,
-                                        mode=cfg.rollout.sampling, seed=seed)
+                batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
+                if hasattr(sampler, "check_finite"):
+                    sampler.check_finite()
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
-        batch = batch.to(self.device)  # one transfer per iteration (none on CPU)
-        policy.obs_norm.update(batch.obs[:-1][batch.valid])
+        batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
+        policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return batch
 
     # --- update -------------------------------------------------------------------

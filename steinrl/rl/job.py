@@ -15,12 +15,14 @@ from typing import Any, Callable
 
 import gymnasium
 import numpy as np
+import torch
 
 from steinrl import envs
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
@@ -28,6 +30,7 @@ from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
+from steinrl.rl.torch_rollout import TorchSampler
 
 __all__ = ["PolicyGradientJob", "RolloutHooks", "episode_scalars", "make_envs"]
 
@@ -52,6 +55,21 @@ def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
     mode = None if envs.is_steinrl_env(cfg.env) else cfg.rollout.vectorization
     return envs.make_vec(cfg.env, cfg.particles * cfg.rollout.envs_per_particle, vectorization_mode=mode,
                          max_episode_steps=cfg.rollout.horizon)
+
+
+def env_backend(cfg: Any) -> str:
+    """``numpy`` or ``torch``: the rollout backend ``cfg.rollout.env_backend`` resolves to."""
+    from steinrl.envs.torch_tasks import TORCH_TASKS
+
+    has_twin = envs.is_steinrl_env(cfg.env) and next(
+        (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
+    backend = cfg.rollout.env_backend
+    if backend == "auto":
+        return "torch" if has_twin and torch.device(cfg.device).type != "cpu" else "numpy"
+    if backend == "torch" and not has_twin:
+        raise ConfigError(f"rollout.env_backend torch runs steinrl's tasks ({', '.join(TORCH_TASKS)}) on the device; "
+                          f"{cfg.env!r} has no torch twin: use env_backend numpy")
+    return backend
 
 
 def episode_scalars(batch: Batch) -> dict[str, float]:
@@ -161,9 +179,21 @@ class PolicyGradientJob:
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        self.envs = make_envs(cfg)
-        self.sampler = Sampler(self.envs, cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon)
-        self.agent = SVPGAgent(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+        M, E, horizon = cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
+        if env_backend(cfg) == "torch":
+            from steinrl.envs.torch_tasks import make_torch_vec
+
+            task = make_torch_vec(cfg.env, M * E, device=cfg.device, max_episode_steps=horizon)
+            self.envs = task
+            self.sampler: Sampler | TorchSampler = TorchSampler(task, M, E, horizon)
+            single = envs.make(cfg.env)
+            spaces = single.observation_space, single.action_space
+            single.close()
+        else:
+            self.envs = make_envs(cfg)
+            self.sampler = Sampler(self.envs, M, E, horizon)
+            spaces = self.envs.single_observation_space, self.envs.single_action_space
+        self.agent = SVPGAgent(cfg, *spaces)
 
     @property
     def num_steps(self) -> int:
@@ -201,4 +231,5 @@ class PolicyGradientJob:
         self.sampler.load_state_dict(state["sampler"])
 
     def close(self) -> None:
-        self.envs.close()
+        if hasattr(self.envs, "close"):
+            self.envs.close()

@@ -65,12 +65,16 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: Tensor) -> None:
-        """Fold a batch ``(B, obs_dim)`` of raw observations into the statistics."""
+    def update(self, x: Tensor, weight: Tensor | None = None) -> None:
+        """Fold a batch ``(B, obs_dim)`` of raw observations into the statistics (``weight``
+        ``(B,)`` 0/1 selects the rows to count, without a host sync)."""
         if not self.enabled or x.numel() == 0:
             return
         x = x.to(torch.float64)
-        b_mean, b_var, b_count = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        w = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if weight is None else weight.double()
+        b_count = w.sum().clamp_min(1e-12)
+        b_mean = (x * w[:, None]).sum(0) / b_count
+        b_var = ((x - b_mean).square() * w[:, None]).sum(0) / b_count
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean += delta * b_count / total
@@ -181,6 +185,12 @@ class EnsemblePolicy(nn.Module):
     def log_prob(self, obs: Tensor, actions: Tensor, dense: Dense | None = None) -> tuple[Tensor, Tensor]:
         """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
         return self.head.log_prob(self.outputs(obs, dense), actions)
+
+    def device_actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[Tensor, int], Tensor]:
+        """A torch act function ``act(obs (M, E, obs_dim), t) -> actions`` on the policy's
+        device, for the device-resident rollout: one ensemble forward per step, no host sync."""
+        dense = self.dense() if dense is None else dense
+        return lambda obs, t: self.sample(obs, None if noise is None else noise[t], dense)
 
     def actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
         """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for the rollout.

@@ -57,6 +57,10 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "batch_size (the papers'); continuing: every env takes ceil(batch_size / E) steps and episodes carry on "
            "into the next iteration (SB3's; a2c bootstraps at the cut); cut: the same but fresh episodes every "
            "iteration.", choices=SAMPLING_MODES),
+    Option("env_backend", str, "auto",
+           "numpy: our tasks as numpy vector envs on the host; torch: their torch twins on the training device, the "
+           "whole rollout there (steinrl's tasks only); auto: numpy on cpu, torch on other devices where the task has "
+           "a torch twin.", choices=("auto", "numpy", "torch")),
     Option("vectorization", str, "sync", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env). Our tasks always use their numpy vector env.", choices=("sync", "async")),
 )
@@ -91,7 +95,7 @@ class Batch:
 
 
 class Sampler:
-    """Steps a Gymnasium ``VectorEnv`` of ``M * E`` envs for a policy ensemble.
+    """Steps a Gymnasium ``VectorEnv`` of ``M * E`` envs for a policy ensemble (numpy, on the host).
 
     :param envs: vector env with ``num_envs == M * E`` and next-step autoreset.
     :param num_particles: M.
@@ -117,6 +121,9 @@ class Sampler:
         self._capacity = 0
         #: continuing sampling: where the last batch left every env (obs, episode progress)
         self.carry: dict[str, np.ndarray] | None = None
+
+    #: this sampler's act function takes and returns numpy arrays (see :data:`ActFn`)
+    device_resident = False
 
     def max_steps(self, steps_per_particle: int, mode: str) -> int:
         """Upper bound on the vector steps of one batch.

@@ -1,0 +1,121 @@
+"""The device-resident rollout: the numpy rollout's batches, without host synchronisation."""
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import steinrl
+import steinrl.envs as envs
+from steinrl.envs.torch_tasks import make_torch_vec
+from steinrl.rl.rollout import Sampler
+from steinrl.rl.torch_rollout import TorchSampler
+
+M, E, HORIZON = 2, 3, 15
+W = np.array([[0.3], [-0.2], [0.5], [0.1], [-0.4], [0.2]])  # a fixed linear policy on the 6-d observation
+
+
+def numpy_act(obs, t):
+    return np.tanh(obs @ W.astype(np.float32) * (1 + 0.1 * t)).astype(np.float32)
+
+
+def torch_act(obs, t):
+    return torch.tanh(obs.double() @ torch.as_tensor(W) * (1 + 0.1 * t))
+
+
+def pair():
+    venv = envs.make_vec("DoublePendulum", M * E, max_episode_steps=HORIZON)
+    task = make_torch_vec("DoublePendulum", M * E, dtype=torch.float64, max_episode_steps=HORIZON)
+    return Sampler(venv, M, E, HORIZON), TorchSampler(task, M, E, HORIZON), venv, task
+
+
+def test_continuing_batches_equal_the_numpy_rollout_from_the_same_states():
+    """DoublePendulum never terminates and the horizon (15) outlasts the batch (10 steps):
+    no reset is drawn, so from the same start both backends must give the same batches."""
+    numpy_sampler, torch_sampler, venv, task = pair()
+    obs, _ = venv.reset(seed=0)
+    task.reset(seed=0)
+    task.set_state({**task.get_state(), "state": torch.as_tensor(venv.get_state()["state"])})
+    N = M * E
+    numpy_sampler.carry = {"obs": obs, "prev_done": np.zeros(N, bool), "ep_ret": np.zeros(N),
+                           "ep_len": np.zeros(N, np.int64), "tstep": np.zeros(N, np.int32)}
+    torch_sampler.carry = {k: torch.as_tensor(v) for k, v in numpy_sampler.carry.items()}
+    nb = numpy_sampler.collect(numpy_act, 10 * E, mode="continuing")
+    tb = torch_sampler.collect(torch_act, 10 * E, mode="continuing")
+    torch.testing.assert_close(tb.obs.double(), nb.obs.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tb.rewards.double(), nb.rewards.double(), rtol=1e-5, atol=1e-5)
+    for field in ("valid", "done", "terminated", "timestep"):
+        assert torch.equal(getattr(tb, field), getattr(nb, field)), field
+
+
+def test_whole_episode_bookkeeping_matches_the_numpy_rollout():
+    numpy_sampler, torch_sampler, _, _ = pair()
+    nb = numpy_sampler.collect(numpy_act, 2 * HORIZON, mode="whole_episodes", seed=0)
+    tb = torch_sampler.collect(torch_act, 2 * HORIZON, mode="whole_episodes", seed=0)
+    T = nb.valid.shape[0]
+    assert torch.equal(tb.valid[:T], nb.valid) and not tb.valid[T:].any()  # the torch rollout may run on, masked
+    assert torch.equal(tb.done[:T] & tb.valid[:T], nb.done & nb.valid)
+    np.testing.assert_array_equal(tb.episode_stats[1:].numpy(), nb.episode_stats[1:].numpy())  # lengths, counts
+
+
+SYNC_OPS = {"_local_scalar_dense", "item", "is_nonzero", "nonzero", "masked_select", "equal"}
+
+
+class RecordOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", ["continuing", "cut"])
+def test_the_device_rollout_makes_no_host_synchronisation(mode):
+    """No op that copies a value to the host (``item``, ``nonzero``, boolean indexing, ...)
+    runs while a continuing or cut batch is collected, policy forward included."""
+    cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"particles": 2, "envs_per_particle": 4,
+                                                                "batch_size": 40, "rollout.sampling": mode,
+                                                                "rollout.env_backend": "torch"})
+    trainer = steinrl.Trainer(cfg)
+    agent, sampler = trainer.job.agent, trainer.job.sampler
+    assert isinstance(sampler, TorchSampler)
+    trainer.step()
+    noise = agent.policy.head.draw_noise((10, 2, 4), torch.Generator().manual_seed(0), "cpu")
+    with torch.no_grad():
+        act = agent.policy.device_actor(noise)
+        with RecordOps() as recorder:
+            sampler.collect(act, 40, mode=mode, seed=1)
+    assert recorder.ops and not (recorder.ops & SYNC_OPS), recorder.ops & SYNC_OPS
+    if torch.cuda.is_available():  # the real thing
+        cfg = cfg.replace({"device": "cuda"})
+        trainer = steinrl.Trainer(cfg)
+        trainer.step()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.no_grad():
+                trainer.job.sampler.collect(trainer.job.agent.policy.device_actor(None), 40, mode=mode, seed=1)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+
+
+def test_torch_backend_trains_and_resumes_exactly(tmp_path):
+    cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"particles": 2, "envs_per_particle": 4, "batch_size": 40,
+                                                                "rollout.sampling": "continuing", "iterations": 4,
+                                                                "rollout.env_backend": "torch", "critic.steps": 2})
+    straight = steinrl.Trainer(cfg)
+    expected = [straight.step() for _ in range(4)]
+    first = steinrl.Trainer(cfg)
+    head = [first.step() for _ in range(2)]
+    first.save(tmp_path / "c.pt")
+    second = steinrl.Trainer(cfg)
+    second.restore(tmp_path / "c.pt")
+    tail = [second.step() for _ in range(2)]
+    strip = lambda rows: [{k: str(v) for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
+    assert strip(head + tail) == strip(expected) and all(np.isfinite(r["train/surrogate"]) for r in expected)
+
+
+def test_torch_backend_needs_a_steinrl_task():
+    with pytest.raises(steinrl.ConfigError, match="has no torch twin"):
+        steinrl.Trainer(steinrl.load_config("svgd-a2c", "CartPole-v1", {"rollout.env_backend": "torch"}))
