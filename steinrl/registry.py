@@ -65,9 +65,14 @@ def non_negative(value: Any) -> str | None:
 
 
 def at_least_one(value: Any) -> str | None:
-    """Check: an int >= 1, or a list of ints >= 1."""
+    """Check: a size in [1, 10**9], or a list of such sizes (larger ones cannot be allocated)."""
     values = value if isinstance(value, list) else [value]
-    return None if all(v >= 1 for v in values) else "must be >= 1"
+    return None if all(1 <= v <= 10**9 for v in values) else "must be in [1, 10**9]"
+
+
+def seed_range(value: Any) -> str | None:
+    """Check: a seed in [0, 2**32)."""
+    return None if 0 <= value < 2**32 else "must be in [0, 2**32)"
 
 
 def unit_interval(value: Any) -> str | None:

@@ -19,7 +19,7 @@ TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size
     (["--algo", "svgd-foo"], "unknown algo 'svgd-foo'; valid algos: svgd-reinforce, s2vgd-reinforce"),
     (["--env", "CartpoleSwingup"], "CartpoleSwingUp"),
     (["--set", "learning_rate=1e-3"], "unknown config key 'learning_rate' in the command line"),
-    (["--particles", "0"], "config key 'particles' in the command line must be >= 1, got 0"),
+    (["--particles", "0"], "config key 'particles' in the command line must be in [1, 10**9], got 0"),
     (["--set", "update.lr=-0.1"], "config key 'update.lr' in the command line must be in (0, 1e6], got -0.1"),
     (["--set", "lr=1e300"], "config key 'update.lr' in the command line must be in (0, 1e6], got '1e300'"),
     (["--set", "discount=fast"], "config key 'estimator.discount' in the command line must be a number, got 'fast'"),

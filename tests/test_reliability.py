@@ -98,7 +98,7 @@ def test_auto_named_runs_never_share_a_directory(tmp_path):
 
 
 # --- 3. --iterations on resume is the total; invalid values write nothing ---------------
-@pytest.mark.parametrize("iterations, message", [("0", "must be >= 1, got 0"), ("-5", "must be >= 1, got -5"),
+@pytest.mark.parametrize("iterations, message", [("0", "must be in [1, 10**9], got 0"), ("-5", "must be in [1, 10**9], got -5"),
                                                  ("2", "already has 2 iterations; --iterations (--rounds) is the total")])
 def test_bad_resume_iterations_exit_2_and_write_nothing(tmp_path, capsys, iterations, message):
     run = trained_run(tmp_path)
@@ -192,7 +192,7 @@ def test_read_only_logdir(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--run-name", "../.."], "--run-name must be a plain directory name"),
-    (["--seed", "-1"], "'seed' in the command line must be >= 0, got -1"),
+    (["--seed", "-1"], "'seed' in the command line must be in [0, 2**32), got -1"),
     (["--env", ""], "Unknown environment ''"),
     (["--iterations", "x"], "argument --iterations: invalid int value: 'x'"),
     (["--bogus"], "unrecognized arguments: --bogus"),

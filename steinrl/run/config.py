@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, coerce, non_negative
+from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
 
 __all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
            "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
@@ -48,7 +48,7 @@ CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
 TRAINER_OPTIONS: tuple[Option, ...] = (
     Option("algo", str, "s2vgd-a2c", "Algorithm <method>-<estimator>, e.g. s2vgd-a2c (see the algorithm table)."),
     Option("env", str, "CartpoleSwingUp", "Task: a steinrl short name or any Gymnasium id."),
-    Option("seed", int, 0, "Seed of parameter init, action noise and env resets.", check=non_negative),
+    Option("seed", int, 0, "Seed of parameter init, action noise and env resets.", check=seed_range),
     Option("device", str, "cpu", "Torch device of particles, kernel and update (cpu, cuda, cuda:1)."),
     Option("particles", int, 16, "Number of particles M.", check=at_least_one),
 )
@@ -190,6 +190,9 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
     """The (section, option) a key path names; bare keys are looked up in every section."""
     if len(path) == 1:
         (key,) = path
+        if key == "name":  # which prior / critic: always say whose
+            raise ConfigError(f"config key 'name' in {where} must name its section: "
+                              f"{', '.join(f'{s}.name' for s, o in sections.items() if any(x.name == 'name' for x in o))}")
         top = {o.name: o for o in sections[""]}
         if key in top:
             return "", top[key]
@@ -213,7 +216,7 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
     if key not in options:
         close = difflib.get_close_matches(key, list(options), n=1)
         hint = f" (did you mean '{section}.{close[0]}'?)" if close else ""
-        raise ConfigError(f"unknown config key '{section}.{key}' in {where}{hint}; "
+        raise ConfigError(f"unknown config key {section + '.' + key!r} in {where}{hint}; "
                           f"valid keys of {section}: {', '.join(options) or '(none)'}")
     return section, options[key]
 
@@ -278,9 +281,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
         data = yaml.load(text, Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        msg = " ".join(str(exc).split())
-        raise ConfigError(f"cannot parse {path}: {msg}") from None
+    except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        msg = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"cannot parse {path}: {type(exc).__name__}: {msg}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -297,8 +300,8 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
             out[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from None
+        except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            raise ConfigError(f"--set {key.strip()!r}: cannot parse value {raw!r}") from None
     return out
 
 

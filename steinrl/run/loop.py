@@ -218,6 +218,15 @@ class RunDirectory:
         remove_stale_temp_files(self.path)
         return self
 
+    def clear_aborted_start(self) -> None:
+        """Remove what a start killed before its first checkpoint left (config, metrics,
+        TensorBoard events), so the new start logs from step 0 without duplicates."""
+        if self.checkpoint.exists():
+            raise ConfigError(f"{self.path} holds a checkpoint: resume it instead")
+        for pattern in (CONFIG_NAME, "metrics.jsonl", "events.out.tfevents.*"):
+            for leftover in self.path.glob(pattern):
+                leftover.unlink()
+
     def release(self) -> None:
         if self._lock is not None:
             (self.path / self.PID_NAME).unlink(missing_ok=True)

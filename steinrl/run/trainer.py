@@ -45,6 +45,8 @@ def check_device(device: str) -> None:
         raise ConfigError(f"device must be a torch device such as cpu or cuda, got {device!r}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    if dev.type == "mps" and not (torch.backends.mps.is_built() and torch.backends.mps.is_available()):
+        raise ConfigError(f"device {device!r} requested but MPS is not available here; use --device cpu")
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ConfigError(f"device {device!r} is not supported; use cpu or cuda")
 
