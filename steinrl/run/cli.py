@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from steinrl.errors import ConfigError
+from steinrl.run.sweep import sweep_main
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -294,14 +295,15 @@ def _evaluate_bandit_run(run: Path, json_path: str | None) -> bool:
 
 
 # --- the steinrl command ----------------------------------------------------------------
-COMMANDS = {"train": train_main, "evaluate": evaluate_main}
+COMMANDS = {"train": train_main, "evaluate": evaluate_main, "sweep": sweep_main}
 
 
 def steinrl_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: steinrl {train,evaluate} ...\n\n  train     train particles (steinrl train --help)\n"
-              "  evaluate  score runs, plot curves, record videos (steinrl evaluate --help)")
+        print("usage: steinrl {train,evaluate,sweep} ...\n\n  train     train particles (steinrl train --help)\n"
+              "  evaluate  score runs, plot curves, record videos (steinrl evaluate --help)\n"
+              "  sweep     algos x envs x seeds on Ray Tune (steinrl sweep --help)")
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:

@@ -1,0 +1,261 @@
+"""The outputs of ``steinrl sweep``, read from the trials' own results (nothing is re-run).
+
+- ``results.csv``: one row per trial and iteration (trial id, algo, env, seed, the grid /
+  search values, the iteration, the headline metric, every other scalar metric, wall time);
+- ``summary.md``: per env x algo (x grid point): seeds, seed mean and 95 % confidence
+  interval (Student t, n - 1 degrees of freedom) of each trial's PEAK and FINAL headline
+  value, where the seed-mean curve first reaches 95 % of its rise to its peak, and the
+  mean wall time per trial;
+- ``curves.png``: one panel per env, per algo (x grid point) the seed-mean headline curve
+  with its 95 % confidence band (bandits: cumulative regret against the rounds played).
+
+The maths (:func:`student_t_quantile`, :func:`mean_ci`, :func:`group_stats`) is pure and
+needs nothing beyond the standard library and numpy.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats", "headline_mode",
+           "trial_runs", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """One trial's results: who it is and its deduplicated rows, one per iteration."""
+
+    trial_id: str
+    algo: str
+    env: str
+    seed: int
+    params: dict[str, Any]  #: grid point and / or search values, by config key
+    metric: str  #: the headline metric of the algorithm's job
+    x_key: str  #: what the curves are drawn against ("iteration", or "bandit/rounds")
+    rows: list[dict[str, float]]  #: {"iteration": k, metric: value, ...} in iteration order
+    wall: float  #: seconds of training (Ray's time_total_s, summed over resumes)
+
+    def curve(self) -> dict[float, float]:
+        """``x -> headline value`` of the iterations that report it."""
+        return {float(r[self.x_key]): float(r[self.metric]) for r in self.rows
+                if isinstance(r.get(self.metric), (int, float)) and isinstance(r.get(self.x_key), (int, float))}
+
+
+def headline_mode(metric: str) -> str:
+    """``"min"`` for a regret, else ``"max"`` (returns, rewards)."""
+    return "min" if metric.endswith("regret") else "max"
+
+
+# --- maths ------------------------------------------------------------------------------
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| <= t) of Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3-4, exact)."""
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 0:  # sin θ (1 + c²/2 + 1·3/(2·4) c⁴ + ... up to c^(df-2))
+        term = total = 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return s * total
+    if df == 1:
+        return 2 * theta / math.pi
+    term = total = 1.0  # 2/π (θ + sin θ cos θ (1 + 2/3 c² + 2·4/(3·5) c⁴ + ... up to c^(df-3)))
+    for k in range(1, (df - 1) // 2):
+        term *= c2 * (2 * k) / (2 * k + 1)
+        total += term
+    return 2 / math.pi * (theta + s * math.cos(theta) * total)
+
+
+def student_t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile (0.5 < q < 1) of Student's t with integer ``df`` >= 1, by bisection."""
+    if not (0.5 < q < 1) or df < 1:
+        raise ValueError(f"need 0.5 < q < 1 and df >= 1, got q={q}, df={df}")
+    target, lo, hi = 2 * q - 1, 0.0, 1.0
+    while _t_two_sided(hi, df) < target:
+        lo, hi = hi, 2 * hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_two_sided(mid, df) < target else (lo, mid)
+        if hi - lo <= 1e-12 * hi:
+            break
+    return (lo + hi) / 2
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and the half width of its ``level`` confidence interval (Student t, n - 1 dof;
+    sample standard deviation). NaNs are dropped; fewer than 2 values give a NaN half width."""
+    x = np.asarray([v for v in values if v == v], dtype=float)
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    if len(x) < 2:
+        return float(x[0]), float("nan")
+    half = student_t_quantile(0.5 + level / 2, len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return float(x.mean()), half
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Across the seeds of one env x algo (x grid point)."""
+
+    n: int  #: seeds
+    peak: tuple[float, float]  #: mean and 95 % CI half width of each seed's best value
+    final: tuple[float, float]  #: the same of each seed's last value
+    x95: float | None  #: first x where the seed-mean curve reaches 95 % of its rise to its peak
+    x: list[float]  #: the x every seed reached
+    mean: list[float]  #: seed-mean curve on ``x``
+    half: list[float]  #: its 95 % CI half width
+
+
+def group_stats(curves: Sequence[Mapping[float, float]], mode: str = "max") -> GroupStats:
+    """Seed statistics of headline curves (one ``{x: value}`` per seed).
+
+    ``mode`` "max": the peak is the largest value ("min": the smallest, for a regret). The
+    seed-mean curve is taken on the x that every seed reached; ``x95`` is the first x at
+    which it is within 5 % of its rise from its first value to its peak (a definition that
+    also holds for negative returns).
+    """
+    best = np.nanmax if mode == "max" else np.nanmin
+    curves = [c for c in curves if c]
+    peaks = [float(best(list(c.values()))) for c in curves]
+    finals = [c[max(c)] for c in curves]
+    xs = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    stats = [mean_ci([c[x] for c in curves]) for x in xs]
+    mean = [m for m, _ in stats]
+    x95 = None
+    if mean and any(m == m for m in mean):
+        top, first = float(best(mean)), mean[0]
+        threshold = first + 0.95 * (top - first)
+        hits = [x for x, m in zip(xs, mean) if (m >= threshold if mode == "max" else m <= threshold)]
+        x95 = hits[0] if hits else None
+    return GroupStats(len(curves), mean_ci(peaks), mean_ci(finals), x95, xs, mean, [h for _, h in stats])
+
+
+# --- outputs ----------------------------------------------------------------------------
+def trial_runs(results: Any) -> tuple[list[TrialRun], list[str]]:
+    """The :class:`TrialRun` of every trial of a Ray Tune ``ResultGrid`` that reported, and a
+    line per failed trial. Rows repeated by a resume (reported after the checkpoint it resumed
+    from) count once: the last report of each iteration."""
+    from steinrl.run.algos import parse_algo
+
+    runs, failed = [], []
+    for result in results:
+        if result.error is not None:
+            last = [line for line in str(result.error).splitlines() if line.strip()][-1:] or ["(no message)"]
+            failed.append(f"{Path(result.path).name} failed: {last[0].strip()[:300]} "
+                          f"(see {Path(result.path) / 'error.txt'})")
+        df = result.metrics_dataframe
+        if df is None or df.empty:  # never reported (not started yet, or failed in setup)
+            continue
+        trial = result.config["trial"]
+        df = df.drop_duplicates("training_iteration", keep="last").sort_values("training_iteration")
+        keys = [c for c in df.columns if "/" in c and not c.startswith("config/")]  # steinrl's <group>/<name>
+        rows = [{"iteration": int(r["training_iteration"]), **{k: r[k] for k in keys}} for r in df.to_dict("records")]
+        job = parse_algo(trial["algo"]).job
+        runs.append(TrialRun(str(df["trial_id"].iloc[-1]), trial["algo"], trial["env"], int(trial["seed"]),
+                             {**trial["params"], **(result.config.get("search") or {})}, job.headline_metric,
+                             getattr(job, "x_metric", None) or "iteration", rows, float(df["time_total_s"].iloc[-1])))
+    return runs, failed
+
+
+def write_outputs(trials: Sequence[TrialRun], out: Path, command: str, notes: Sequence[str] = ()) -> None:
+    """``results.csv``, ``summary.md`` and ``curves.png`` in ``out``."""
+    write_results_csv(trials, out / "results.csv")
+    write_summary(trials, out / "summary.md", command, notes)
+    plot_curves(trials, out / "curves.png")
+
+
+def _groups(trials: Sequence[TrialRun]) -> dict[tuple, list[TrialRun]]:
+    """Trials by (env, algo, grid / search values), in first-seen order."""
+    groups: dict[tuple, list[TrialRun]] = {}
+    for t in trials:
+        groups.setdefault((t.env, t.algo, tuple((k, repr(v)) for k, v in t.params.items())), []).append(t)
+    return groups
+
+
+def _label(trial: TrialRun) -> str:
+    return " ".join([trial.algo, *(f"{k}={_value(v)}" for k, v in trial.params.items())])
+
+
+def write_results_csv(trials: Sequence[TrialRun], path: Path) -> None:
+    """``results.csv``: one row per trial and iteration."""
+    params = list(dict.fromkeys(k for t in trials for k in t.params))
+    headlines = list(dict.fromkeys(t.metric for t in trials))
+    others = sorted({k for t in trials for r in t.rows for k in r} - {"iteration", *headlines})
+    columns = ["trial_id", "algo", "env", "seed", *params, "iteration", *headlines, *others, "wall_s"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, restval="")
+        writer.writeheader()
+        for t in trials:
+            for r in t.rows:
+                writer.writerow({"trial_id": t.trial_id, "algo": t.algo, "env": t.env, "seed": t.seed,
+                                 **t.params, **r, "wall_s": round(t.wall, 3)})
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _fmt(mean_half: tuple[float, float]) -> str:
+    mean, half = mean_half
+    if mean != mean:
+        return "–"
+    return f"{mean:.1f}" if half != half else f"{mean:.1f} ± {half:.1f}"
+
+
+def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: Sequence[str] = ()) -> None:
+    """``summary.md``: the command, then per env a table of env x algo (x grid point) statistics."""
+    lines = ["# Sweep summary", "", f"Made by: `{command}`", "", *notes, "" if notes else "",
+             "Per group: the number of seeds n; the seed mean ± the half width of its 95 % confidence interval "
+             "(Student t, n − 1 degrees of freedom) of each trial's PEAK (best value over its iterations: the "
+             "largest return, the smallest regret) and FINAL headline value; *reaches 95 %*: the first iteration "
+             "(bandits: round) at which the seed-mean curve is within 5 % of its rise from its first value to its "
+             "peak; the mean wall time per trial.", ""]
+    groups = _groups(trials)
+    for env in dict.fromkeys(t.env for t in trials):
+        env_groups = {k: g for k, g in groups.items() if k[0] == env}
+        params = list(dict.fromkeys(p for g in env_groups.values() for p in g[0].params))
+        metrics = ", ".join(dict.fromkeys(f"`{g[0].metric}`" for g in env_groups.values()))
+        lines += [f"## {env}", "", f"Headline metric: {metrics}.", "",
+                  "| " + " | ".join(["algo", *params, "n", "peak", "final", "reaches 95 %", "wall s/trial"]) + " |",
+                  "|" + "---|" * (len(params) + 6)]
+        for group in env_groups.values():
+            s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
+            x95 = "–" if s.x95 is None else f"{s.x95:g}"
+            cells = [group[0].algo, *(_value(group[0].params.get(p, "")) for p in params), str(s.n), _fmt(s.peak),
+                     _fmt(s.final), x95, f"{np.mean([t.wall for t in group]):.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def plot_curves(trials: Sequence[TrialRun], path: Path) -> None:
+    """``curves.png``: per env a panel, per group the seed-mean headline curve and its 95 % CI band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(t.env for t in trials))
+    fig, axes = plt.subplots(1, max(1, len(envs)), figsize=(6.4 * max(1, len(envs)), 4.4), squeeze=False)
+    for (env, _, _), group in _groups(trials).items():
+        ax = axes[0][envs.index(env)]
+        s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
+        x, mean, half = np.array(s.x), np.array(s.mean), np.nan_to_num(np.array(s.half))
+        line, = ax.plot(x, mean, label=f"{_label(group[0])} (n={s.n})")
+        ax.fill_between(x, mean - half, mean + half, alpha=0.2, color=line.get_color())
+        ax.set_xlabel("rounds" if group[0].x_key != "iteration" else "iteration")
+        ax.set_ylabel(group[0].metric)
+    for ax, env in zip(axes[0], envs):
+        ax.set_title(env)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,223 @@
+"""``steinrl sweep``: the spec's checks, the Trainable (stepped, saved and restored without
+starting Ray), the summary maths against scipy, the outputs, and the smoke sweep end to end."""
+
+import csv
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import ROOT
+from steinrl.errors import ConfigError
+from steinrl.run import sweep
+from steinrl.run.sweep_report import (TrialRun, group_stats, mean_ci, student_t_quantile, write_outputs)
+
+SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
+TINY = {"particles": 2, "rollout.batch_size": 50, "rollout.envs_per_particle": 2, "rollout.horizon": 50,
+        "critic.steps": 2}
+
+
+def write_spec(tmp_path, text):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+# --- the spec ---------------------------------------------------------------------------
+GOOD = "algos: [svgd-a2c]\nenvs: [Cartpole]\nseeds: 2\niterations: 3\n"
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("algo: [svgd-a2c]\n", ["unknown field 'algo'", "did you mean 'algos'"]),
+    ("grid: {temperature: 3}\n", ["grid.temperature", "non-empty list"]),
+    ("grid: {seed: [1, 2]}\n", ["grid", "'seed'"]),
+    ("config: {algo: svgd-a2c}\n", ["config", "'algo'"]),
+    ("per_algo: {kron-a2c: {temperature: 5}}\n", ["per_algo", "kron-a2c"]),
+    ("resources: {cpu: 0}\n", ["resources"]),
+    ("resources: {cpus: 1}\n", ["resources"]),
+    ("checkpoint_every: 0\n", ["checkpoint_every", ">= 1"]),
+    ("max_concurrent: two\n", ["max_concurrent"]),
+    ("rounds: 100\n", ["rounds", "svgd-a2c"]),
+    ("search: {num_samples: 2, space: {update.lr: [loguniform, 0, 1]}}\n", ["search.space.update.lr"]),
+    ("search: {num_samples: 2, space: {update.lr: [normal, 0, 1]}}\n", ["search.space.update.lr"]),
+    ("search: {space: {update.lr: [choice, 1e-3]}}\n", ["search.num_samples"]),
+    ("search: {num_samples: 2, metric: rollout/ep_rew_mean, space: {update.lr: [choice, 1e-3]}}\n", ["search.mode"]),
+    ("search: {algorithm: hyperopt, num_samples: 2, space: {lr: [choice, 1]}}\n", ["search.algorithm"]),
+    ("search: {num_samples: 2, space: {update.lr: [choice, 1e-3]}}\n", ["search", "one seed"]),
+])
+def test_bad_spec_fields_are_one_line_errors_naming_them(tmp_path, extra, words):
+    with pytest.raises(ConfigError) as info:
+        sweep.load_spec(write_spec(tmp_path, GOOD + extra))
+    message = str(info.value)
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+@pytest.mark.parametrize("text, words", [
+    ("algos: [svgd-a2c, svgd-a2c]\nenvs: [Cartpole]\nseeds: 1\n", ["algos", "distinct"]),
+    ("algos: [svgd-ppo2]\nenvs: [Cartpole]\nseeds: 1\n", ["unknown algo 'svgd-ppo2'"]),
+    ("algos: [svgd-a2c]\nenvs: Cartpole\nseeds: 1\n", ["envs"]),
+    ("algos: [svgd-a2c]\nenvs: [Cartpole]\nseeds: [0, 0]\n", ["seeds"]),
+    ("algos: [svgd-a2c]\nenvs: [Cartpole]\nseeds: -1\n", ["seeds"]),
+    ("algos: [svgd-a2c]\nenvs: [Cartpole]\n", ["seeds"]),
+])
+def test_bad_lists_are_one_line_errors(tmp_path, text, words):
+    with pytest.raises(ConfigError) as info:
+        sweep.load_spec(write_spec(tmp_path, text))
+    assert "\n" not in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("config: {updte.lr: 1e-3}\n", ["svgd-a2c on Cartpole", "unknown config section 'updte'"]),
+    ("grid: {temperature: [5, -1]}\n", ["temperature=-1", "must be > 0"]),
+    ("preset: fats\n", ["unknown preset 'fats'"]),
+    ("per_algo: {svgd-a2c: {layer.K: 2}}\n", ["layer.K"]),
+])
+def test_every_trial_config_is_checked_before_ray_starts(tmp_path, extra, words):
+    spec = sweep.load_spec(write_spec(tmp_path, GOOD + extra))
+    with pytest.raises(ConfigError) as info:
+        sweep.make_trials(spec)
+    assert "\n" not in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
+
+
+def test_search_space_of_an_integer_key_must_be_a_choice(tmp_path):
+    text = GOOD.replace("seeds: 2", "seeds: [4]") + \
+        "search: {num_samples: 2, space: {rollout.batch_size: [loguniform, 100, 1000]}}\n"
+    with pytest.raises(ConfigError, match="rollout.batch_size.*must be an integer"):
+        sweep.make_trials(sweep.load_spec(write_spec(tmp_path, text)))
+
+
+def test_trials_are_the_product_with_per_algo_and_grid_overrides(tmp_path):
+    spec = sweep.load_spec(write_spec(tmp_path, (
+        "algos: [svgd-a2c, s2vgd-a2c]\nenvs: [Cartpole]\nseeds: [3, 7]\niterations: 4\npreset: fast\n"
+        "config: {temperature: 5, particles: 2}\ngrid: {critic.steps: [1, 2]}\n"
+        "per_algo: {s2vgd-a2c: {temperature: 7, layer.K: 0}}\n")))
+    trials = sweep.make_trials(spec)
+    assert len(trials) == 2 * 2 * 2
+    assert {(t["algo"], t["seed"], t["params"]["critic.steps"]) for t in trials} == {
+        (a, s, c) for a in ("svgd-a2c", "s2vgd-a2c") for s in (3, 7) for c in (1, 2)}
+    cfg = sweep.trial_config(next(t for t in trials if t["algo"] == "s2vgd-a2c" and t["seed"] == 7))
+    assert (cfg.temperature, cfg.seed, cfg.iterations, cfg.particles, cfg.layer.K) == (7.0, 7, 4, 2, 0)
+    assert cfg.rollout.sampling == "continuing"  # the preset
+    assert sweep.trial_config(trials[0]).temperature == 5.0
+
+
+def test_sweep_without_ray_says_what_to_install(monkeypatch, capsys):
+    from steinrl.run.cli import run_cli, steinrl_main
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert run_cli(steinrl_main, ["sweep", str(SMOKE), "--out", "unused"]) == 2
+    assert capsys.readouterr().err == 'error: steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"\n'
+
+
+def test_an_output_directory_holds_one_spec(tmp_path):
+    first = sweep.load_spec(write_spec(tmp_path, GOOD))
+    out = tmp_path / "out"
+    out.mkdir()
+    sweep._check_same_spec(first, out)
+    sweep._check_same_spec(first, out)  # the same spec again: continue
+    other = tmp_path / "other.yaml"
+    other.write_text(GOOD.replace("seeds: 2", "seeds: 3"))
+    with pytest.raises(ConfigError, match="different spec"):
+        sweep._check_same_spec(sweep.load_spec(other), out)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_specs_are_valid(path):
+    assert sweep.make_trials(sweep.load_spec(path))
+
+
+# --- the Trainable, without starting Ray ------------------------------------------------
+def _steinrl_metrics(result):
+    return {k: v for k, v in result.items() if "/" in k and not k.startswith("time/")}
+
+
+def test_trainable_steps_saves_and_restores_exactly(tmp_path):
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    trial = {"algo": "s2vgd-a2c", "env": "Cartpole", "seed": 0, "preset": None, "params": {}, "threads": 1,
+             "overrides": {**TINY, "iterations": 3}}
+    first = sweep.SteinTrainable(config={"trial": trial})
+    assert first.train()["done"] is False
+    saved = first.save(str(tmp_path / "ckpt"))
+    assert (tmp_path / "ckpt" / sweep.CHECKPOINT_NAME).is_file()
+    again = sweep.SteinTrainable(config={"trial": trial})
+    again.restore(saved)
+    assert again.trainer.iteration == 1
+    on, resumed = first.train(), again.train()
+    assert _steinrl_metrics(on) == _steinrl_metrics(resumed) and len(_steinrl_metrics(on)) > 10
+    assert first.train()["done"] is True and first.trainer.done
+    reused = sweep.SteinTrainable(config={"trial": {**trial, "seed": 1}})
+    reused.reset_config({"trial": trial})  # Ray reuses an actor for the next trial
+    fresh = sweep.SteinTrainable(config={"trial": trial})
+    assert _steinrl_metrics(reused.train()) == _steinrl_metrics(fresh.train())
+    for t in (first, again, reused, fresh):
+        t.stop()
+
+
+# --- the summary maths ------------------------------------------------------------------
+def test_student_t_quantile_and_mean_ci_match_scipy():
+    for df in (1, 2, 3, 4, 7, 10, 30, 101):
+        for q in (0.6, 0.9, 0.975, 0.995):
+            assert student_t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-9)
+    values = [3.0, 7.5, 4.25, 9.0, 1.0]
+    mean, half = mean_ci(values)
+    lo, hi = stats.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=stats.sem(values))
+    assert mean == pytest.approx(np.mean(values)) and half == pytest.approx((hi - lo) / 2)
+    assert mean_ci([2.0])[0] == 2.0 and math.isnan(mean_ci([2.0])[1])
+    assert mean_ci([1.0, float("nan"), 3.0]) == pytest.approx((2.0, stats.t.ppf(0.975, 1) * 1.0))
+
+
+def test_group_stats_by_hand():
+    seeds = [{1: 0.0, 2: 10.0, 3: 4.0}, {1: 2.0, 2: 6.0, 3: 8.0}, {1: -2.0, 2: 20.0, 3: 12.0, 4: 1.0}]
+    s = group_stats(seeds, "max")
+    peaks, finals = [10.0, 8.0, 20.0], [4.0, 8.0, 1.0]  # the third seed's last iteration is 4
+    t = stats.t.ppf(0.975, 2)
+    assert s.n == 3
+    assert s.peak == pytest.approx((np.mean(peaks), t * np.std(peaks, ddof=1) / math.sqrt(3)))
+    assert s.final == pytest.approx((np.mean(finals), t * np.std(finals, ddof=1) / math.sqrt(3)))
+    assert s.x == [1, 2, 3] and s.mean == pytest.approx([0.0, 12.0, 8.0])  # iterations all seeds reached
+    assert s.x95 == 2  # the rise 0 -> 12 passes 11.4 at iteration 2
+    negative = group_stats([{1: -500.0, 2: -400.0, 3: -300.0, 4: -310.0}], "max")
+    assert negative.x95 == 3 and math.isnan(negative.peak[1])  # -500 + 0.95 * 200 = -310, first reached at 3
+    regret = group_stats([{50: 10.0, 100: 15.0}, {50: 20.0, 100: 35.0}], "min")
+    assert regret.peak[0] == 15.0 and regret.final[0] == 25.0 and regret.x95 == 50
+
+
+def test_outputs_from_trial_results(tmp_path):
+    runs = [TrialRun(f"t{i}", algo, "Cartpole", seed, {"temperature": 5}, "rollout/ep_rew_max_particle", "iteration",
+                     [{"iteration": k, "rollout/ep_rew_max_particle": float(10 * k + seed), "train/x": 1.0}
+                      for k in (1, 2, 3)], 2.0 + seed)
+            for i, (algo, seed) in enumerate([("svgd-a2c", 0), ("svgd-a2c", 1), ("s2vgd-a2c", 0)])]
+    write_outputs(runs, tmp_path, "steinrl sweep x.yaml --out o", ["Trials: 3."])
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert len(rows) == 9 and list(rows[0])[:7] == ["trial_id", "algo", "env", "seed", "temperature", "iteration",
+                                                    "rollout/ep_rew_max_particle"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[2] == "Made by: `steinrl sweep x.yaml --out o`"
+    t = stats.t.ppf(0.975, 1) * np.std([30, 31], ddof=1) / math.sqrt(2)
+    assert f"| svgd-a2c | 5 | 2 | 30.5 ± {t:.1f} | 30.5 ± {t:.1f} | 3 | 2.5 |" in summary
+    assert "| s2vgd-a2c | 5 | 1 | 30.0 | 30.0 | 3 | 2.0 |" in summary
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+# --- end to end -------------------------------------------------------------------------
+def test_smoke_sweep_end_to_end(tmp_path):
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    out = tmp_path / "smoke"
+    steinrl = shutil.which("steinrl", path=str(Path(sys.executable).parent))
+    command = [steinrl, "sweep", str(SMOKE), "--out", str(out)] if steinrl else [
+        sys.executable, "-c", "from steinrl.run.cli import main; main()", "sweep", str(SMOKE), "--out", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert len(rows) == 2 * 2 * 3 and {r["iteration"] for r in rows} == {"1", "2", "3"}
+    assert {(r["algo"], r["seed"]) for r in rows} == {(a, s) for a in ("svgd-a2c", "s2vgd-a2c") for s in "01"}
+    summary = (out / "summary.md").read_text()
+    assert f"sweep {SMOKE} --out {out}" in summary and "Trials: 4 (4 finished, 0 failed, 0 unfinished)." in summary
+    assert "\n| svgd-a2c | 2 | " in summary and "\n| s2vgd-a2c | 2 | " in summary
+    assert (out / "curves.png").stat().st_size > 1000
+
