@@ -35,6 +35,10 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     except KeyboardInterrupt:
         print("aborted (Ctrl-C twice): the last saved checkpoint is kept", file=sys.stderr)
         return EXIT_SIGINT
+    except MemoryError:
+        print("error: out of memory: the run's sizes (particles, envs, batch) need more than this machine has",
+              file=sys.stderr)
+        return EXIT_USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,7 +89,8 @@ def _run_path(cfg) -> tuple[Path, bool]:
 def _claim_new_run(cfg) -> "RunDirectory":  # noqa: F821
     """Create and lock a fresh run directory for ``cfg``. A directory in use (locked) or
     holding a run raises :class:`ConfigError`, unless the name is automatic: then the next
-    free ``<name>-<k>`` is taken."""
+    free ``<name>-<k>`` is taken. A start that was killed before its first checkpoint (a
+    ``config.yaml``, no ``checkpoint.pt``) holds nothing to resume: it is started again."""
     from steinrl.run.loop import RunDirectory, RunDirectoryInUse
 
     path, auto = _run_path(cfg)
@@ -94,9 +99,15 @@ def _claim_new_run(cfg) -> "RunDirectory":  # noqa: F821
         if candidate.path.exists() and not auto:
             if (candidate.path / RunDirectory.LOCK_NAME).exists():
                 candidate.acquire().release()  # raises, naming the PID, if another process holds it
-            if candidate.checkpoint.exists() or (candidate.path / "config.yaml").exists():
+            if candidate.checkpoint.exists():
                 raise ConfigError(f"run directory {candidate.path} already holds a run; resume it with --resume "
                                   f"{candidate.path} or choose another --run-name")
+            if (candidate.path / "config.yaml").exists():
+                claimed = candidate.acquire()
+                claimed.clear_aborted_start()
+                print(f"note: {candidate.path} held a start that never saved a checkpoint; starting it again",
+                      file=sys.stderr)
+                return claimed
         if auto and candidate.path.exists():
             continue
         try:
@@ -135,7 +146,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     if not (run_dir.path / "config.yaml").is_file():
         raise ConfigError(f"cannot resume: {run_dir.path} has no config.yaml")
     if not run_dir.checkpoint.is_file():
-        raise ConfigError(f"cannot resume: {run_dir.path} has no checkpoint.pt (nothing to continue)")
+        raise ConfigError(f"cannot resume: {run_dir.path} has no checkpoint.pt (it stopped before its first one; "
+                          "start it again with its original command, in its config.yaml)")
     cfg = read_run_config(run_dir.path / "config.yaml").replace(overrides, "the command line")
     trainer = Trainer(cfg)
     trainer.restore(run_dir.checkpoint)

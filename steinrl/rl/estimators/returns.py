@@ -14,10 +14,31 @@ Sums run in float64; only the recursions over t are sequential.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
 __all__ = ["discounted_returns", "gae", "masked_mean_var", "standardize", "explained_variance"]
+
+
+def _reverse_scan(x: Tensor, cont: Tensor) -> Tensor:
+    """``out[t] = x[t] + cont[t] * out[t + 1]`` (``out[T] = 0``), float64, ``(T, ...)``.
+
+    The one sequential part: on CPU it runs on numpy views of the tensors (a step costs
+    numpy's ~1 µs per op instead of torch's ~5 µs; the same IEEE operations, so the same
+    numbers), elsewhere on the device.
+    """
+    out = torch.empty_like(x)
+    if x.device.type == "cpu":
+        xs, cs, os_ = x.numpy(), cont.numpy(), out.numpy()
+        running = np.zeros(xs.shape[1:])
+        for t in range(xs.shape[0] - 1, -1, -1):
+            running = os_[t] = xs[t] + cs[t] * running
+        return out
+    running = torch.zeros_like(x[0])
+    for t in range(x.shape[0] - 1, -1, -1):
+        running = out[t] = x[t] + cont[t] * running
+    return out
 
 
 def discounted_returns(rewards: Tensor, done: Tensor, gamma: float) -> Tensor:
@@ -26,13 +47,7 @@ def discounted_returns(rewards: Tensor, done: Tensor, gamma: float) -> Tensor:
     Episodes cut at the end of the batch (or at a time limit) get no bootstrap: this is
     REINFORCE without a critic, as in the SVPG code.
     """
-    rewards = rewards.double()
-    cont = (~done).double() * gamma  # what flows back from step t + 1
-    out = torch.empty_like(rewards)
-    running = torch.zeros_like(rewards[0])
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        running = out[t] = rewards[t] + cont[t] * running
-    return out
+    return _reverse_scan(rewards.double(), (~done).double() * gamma)  # cont: what flows back from t + 1
 
 
 def gae(rewards: Tensor, values: Tensor, terminated: Tensor, done: Tensor, gamma: float,
@@ -48,11 +63,7 @@ def gae(rewards: Tensor, values: Tensor, terminated: Tensor, done: Tensor, gamma
     T = rewards.shape[0]
     values = values.double()
     delta = rewards.double() + gamma * values[1:] * ~terminated - values[:T]  # TD errors, all at once
-    cont = (~done).double() * (gamma * lam)
-    adv = torch.empty_like(delta)
-    running = torch.zeros_like(delta[0])
-    for t in range(T - 1, -1, -1):  # only the recursion is sequential
-        running = adv[t] = delta[t] + cont[t] * running
+    adv = _reverse_scan(delta, (~done).double() * (gamma * lam))  # only the recursion is sequential
     return adv, adv + values[:T]
 
 
