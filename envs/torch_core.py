@@ -60,6 +60,8 @@ class TorchVectorTask(ABC):
     :param device: torch device of every tensor.
     :param dtype: ``torch.float32`` or ``torch.float64``, for state, observations and rewards.
     :param max_episode_steps: episode length before truncation (500 in the papers).
+    :param groups: G > 1 splits the envs into G consecutive blocks, each drawing its reset
+        states from its own generator (seeds trained in one batch keep their own streams).
     """
 
     #: The numpy task this one mirrors (e.g. :class:`steinrl.envs.cartpole.CartpoleTask`).
@@ -71,6 +73,7 @@ class TorchVectorTask(ABC):
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
         max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+        groups: int = 1,
     ) -> None:
         if int(num_envs) < 1:
             raise ValueError(f"{self.name}: num_envs must be >= 1, got {num_envs}")
@@ -80,8 +83,11 @@ class TorchVectorTask(ABC):
         self.device = torch.device(device)
         self.dtype = dtype
         self.max_episode_steps = int(max_episode_steps)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.seed()
+        if groups < 1 or n % groups:
+            raise ValueError(f"{self.name}: groups must divide num_envs={n}, got {groups}")
+        self.generators = [torch.Generator(device=self.device) for _ in range(groups)]
+        for generator in self.generators:
+            generator.seed()
         self.state = torch.zeros((self.state_dim, n), dtype=dtype, device=self.device)
         self.steps = torch.zeros(n, dtype=torch.int64, device=self.device)
         self._prev_done = torch.zeros(n, dtype=torch.bool, device=self.device)
@@ -107,9 +113,21 @@ class TorchVectorTask(ABC):
         """``values`` (array-like) as a tensor of the task's dtype on its device."""
         return torch.as_tensor(values, dtype=self.dtype, device=self.device)
 
+    @property
+    def generator(self) -> torch.Generator:
+        """The reset generator (of the first group)."""
+        return self.generators[0]
+
     @abstractmethod
+    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` initial states ``(state_dim, n)`` drawn with ``generator``."""
+
     def sample_initial_state(self, n: int) -> torch.Tensor:
-        """``n`` initial states ``(state_dim, n)`` drawn with :attr:`generator`."""
+        """``n`` initial states ``(state_dim, n)``: each group's block from its own generator."""
+        if len(self.generators) == 1:
+            return self.draw_initial_state(n, self.generators[0])
+        per_group = n // len(self.generators)
+        return torch.cat([self.draw_initial_state(per_group, g) for g in self.generators], dim=1)
 
     @abstractmethod
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,10 +139,14 @@ class TorchVectorTask(ABC):
     def observe(self, state: torch.Tensor) -> torch.Tensor:
         """Observation ``(n, obs_dim)`` of ``state`` ``(state_dim, n)``, a new tensor."""
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        """Reset every env (``seed`` reseeds :attr:`generator`); returns obs ``(n, obs_dim)``."""
+    def reset(self, seed: int | Sequence[int] | None = None) -> torch.Tensor:
+        """Reset every env (``seed`` reseeds the generator, or one seed per group); returns obs ``(n, obs_dim)``."""
         if seed is not None:
-            self.generator.manual_seed(int(seed))
+            seeds = [seed] if isinstance(seed, int) else list(seed)
+            if len(seeds) != len(self.generators):
+                raise ValueError(f"{self.name}: {len(self.generators)} group(s) need as many seeds, got {len(seeds)}")
+            for generator, s in zip(self.generators, seeds):
+                generator.manual_seed(int(s))
         self.state = self.sample_initial_state(self.num_envs)
         self.steps.zero_()
         self._prev_done.zero_()
@@ -134,14 +156,15 @@ class TorchVectorTask(ABC):
         """Everything that decides the next steps (state, step counters, pending autoresets,
         the reset generator's state), as tensors a checkpoint can hold."""
         return {"state": self.state.clone(), "steps": self.steps.clone(), "prev_done": self._prev_done.clone(),
-                "rng": self.generator.get_state()}
+                "rng": [g.get_state() for g in self.generators]}
 
     def set_state(self, saved: dict[str, torch.Tensor]) -> None:
         """Continue exactly from :meth:`get_state`."""
         self.state = saved["state"].to(device=self.device, dtype=self.dtype).clone()
         self.steps.copy_(saved["steps"])
         self._prev_done.copy_(saved["prev_done"])
-        self.generator.set_state(saved["rng"])
+        for generator, state in zip(self.generators, saved["rng"]):
+            generator.set_state(state)
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step of every env under ``actions`` ``(n,)`` or ``(n, 1)`` in [−1, 1] (any

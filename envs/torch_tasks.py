@@ -63,8 +63,8 @@ class TorchCartpole(TorchVectorTask):
         self.reset_low = self.tensor(self.numpy_task.reset_low)[:, None]  # (4, 1)
         self.reset_range = self.tensor(self.numpy_task.reset_high - self.numpy_task.reset_low)[:, None]
 
-    def sample_initial_state(self, n: int) -> torch.Tensor:
-        u = torch.rand((4, n), generator=self.generator, dtype=self.dtype, device=self.device)
+    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        u = torch.rand((4, n), generator=generator, dtype=self.dtype, device=self.device)
         return u.mul_(self.reset_range).add_(self.reset_low)  # U(low, high) per row
 
     def physics_step(self, state: torch.Tensor, force: torch.Tensor) -> None:
@@ -139,8 +139,8 @@ class TorchDoublePendulum(TorchVectorTask):
         self.max_omega = p.max_omega  # rad/s, Box2D's rotation cap
         self.reset_std = self.tensor(RESET_STD)[:, None]  # (4, 1)
 
-    def sample_initial_state(self, n: int) -> torch.Tensor:
-        z = torch.randn((4, n), generator=self.generator, dtype=self.dtype, device=self.device)
+    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        z = torch.randn((4, n), generator=generator, dtype=self.dtype, device=self.device)
         return z.mul_(self.reset_std)  # N(0, σ²) per row
 
     def physics_step(self, state: torch.Tensor, torque: torch.Tensor) -> None:
@@ -190,6 +190,7 @@ def make_torch_vec(
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+    groups: int = 1,
 ) -> TorchVectorTask:
     """Torch twin of task ``name`` (short name like ``"CartpoleSwingUp"`` or its id
     ``"steinrl/CartpoleSwingUp-v0"``) with ``num_envs`` envs on ``device`` in ``dtype``.
@@ -200,4 +201,4 @@ def make_torch_vec(
     if short not in TORCH_TASKS:
         raise ValueError(f"No torch task {name!r}; valid names: {', '.join(TORCH_TASKS)} "
                          f"(or their ids {', '.join(SHORT_NAMES[s] for s in TORCH_TASKS)})")
-    return TORCH_TASKS[short](num_envs, device=device, dtype=dtype, max_episode_steps=max_episode_steps)
+    return TORCH_TASKS[short](num_envs, device=device, dtype=dtype, max_episode_steps=max_episode_steps, groups=groups)
