@@ -10,6 +10,9 @@ ensemble of particles (``sample(n)`` -> per layer ``(W (n, in, out), b (n, out))
 - ``rdp``: radial–directional posteriors (:mod:`steinrl.bayes.rdp`).
 
 Build one with ``make_posterior(name, in_dim, hidden, out_dim, activation, **options)``.
+
+BNN regression on arrays (Stein particles or these posteriors): :func:`fit_regressor`
+(:mod:`steinrl.bayes.regression`).
 """
 
 from steinrl.bayes.base import (
@@ -26,6 +29,7 @@ from steinrl.bayes.badam import BADAM, BadamPosterior
 from steinrl.bayes.bbb import BayesByBackprop
 from steinrl.bayes.kflow import KroneckerFlowPosterior
 from steinrl.bayes.rdp import RadialDirectionalPosterior
+from steinrl.bayes.regression import REGRESSION_METHODS, Regressor, fit_regressor, load_uci
 
 __all__ = [
     "POSTERIORS",
@@ -41,4 +45,8 @@ __all__ = [
     "BayesByBackprop",
     "KroneckerFlowPosterior",
     "RadialDirectionalPosterior",
+    "REGRESSION_METHODS",
+    "Regressor",
+    "fit_regressor",
+    "load_uci",
 ]
