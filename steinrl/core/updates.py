@@ -67,15 +67,16 @@ UPDATES.register("independent", ParticleUpdate("independent", "No kernel: indepe
 
 def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "adam", lr: float = 5e-3,
                 bandwidth: str | float = "svpg", proximal_weight: float = 0.0, lr_halving_every: int = 0,
-                lr_halving_start: int = 200) -> SVGD:
+                lr_halving_start: int = 200, groups: int = 1) -> SVGD:
     """The :class:`SVGD` optimizer of the registered update ``name`` over ``params``.
 
     ``lr_halving_every`` / ``lr_halving_start`` are the schedule of :func:`halved_lr`;
     the caller applies it (they are accepted here so a config section passes whole).
+    ``groups``: independent groups of particles (seeds in one batch), see :class:`SVGD`.
     """
     update = UPDATES.get(name)
     return SVGD(params, lr=lr, optimizer=optimizer, kernel=update.kernel, bandwidth=bandwidth,
-                proximal=proximal_weight)
+                proximal=proximal_weight, groups=groups)
 
 
 def halved_lr(lr: float, iteration: int, every: int, start: int) -> float:

@@ -51,30 +51,53 @@ def check_finite(values: Tensor | list[Tensor | None], what: str, iteration: int
 
 
 def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space,
-                 generator: torch.Generator | None = None) -> EnsemblePolicy:
-    """The policy ensemble of ``cfg``'s method (layer family and its options)."""
+                 generator: torch.Generator | None = None, num_particles: int | None = None) -> EnsemblePolicy:
+    """The policy ensemble of ``cfg``'s method (layer family and its options); ``num_particles``
+    defaults to ``cfg.particles``."""
     method = METHODS.get(cfg.algo.partition("-")[0])
     return EnsemblePolicy(
-        cfg.particles, observation_space, action_space, cfg.policy.hidden, activation=cfg.policy.activation,
-        layer=method.layer, layer_options=dict(cfg.layer), output_gain=cfg.policy.output_gain,
-        normalize_obs=cfg.policy.normalize_obs, head_options=dict(cfg.policy), generator=generator,
+        num_particles or cfg.particles, observation_space, action_space, cfg.policy.hidden,
+        activation=cfg.policy.activation, layer=method.layer, layer_options=dict(cfg.layer),
+        output_gain=cfg.policy.output_gain, normalize_obs=cfg.policy.normalize_obs, head_options=dict(cfg.policy),
+        generator=generator,
     )
 
 
 @dataclass
 class UpdateStats:
-    """Scalars of one update, logged under ``train/``."""
+    """One update's diagnostics as tensors: per particle ``(M,)`` or per group ``(G,)`` / 0-dim."""
 
-    surrogate: float
-    log_prior: float
-    entropy: float
-    bandwidth: float
-    mean_pairwise_distance: float
-    kernel_mean: float
-    attractive_norm: float
-    repulsive_norm: float
-    value_loss: float | None
-    explained_variance: float | None
+    surrogate: Tensor  # (M,)
+    log_prior: Tensor  # (M,)
+    entropy: Tensor  # (M,)
+    svgd: dict[str, Tensor]  # bandwidth, kernel_mean, ...: (G,) or 0-dim
+    value_loss: Tensor | None  # (M,)
+    explained_variance: Tensor | None  # (M,), NaN where the targets are constant
+
+    def per_group(self, groups: int = 1) -> list[dict[str, float]]:
+        """The scalars logged under ``train/``, one dict per group of particles (seed)."""
+        columns = {"surrogate": self.surrogate, "log_prior": self.log_prior, "entropy": self.entropy}
+        if self.value_loss is not None:
+            columns["value_loss"] = self.value_loss
+        rows = {k: v.detach().view(groups, -1).mean(1) for k, v in columns.items()}
+        if self.explained_variance is not None:
+            rows["explained_variance"] = self.explained_variance.view(groups, -1).nanmean(1)
+        rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.svgd.items()})
+        table = torch.stack([v.double().cpu() for v in rows.values()], 1).tolist()  # one transfer
+        return [dict(zip(rows, values)) for values in table]
+
+
+def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
+    """Fill ``batched`` (G·M particles) with the G modules ``parts`` (M each), in order;
+    state that is not per particle (e.g. observation statistics) is taken from the first."""
+    states = [part.state_dict() for part in parts]
+    with torch.no_grad():
+        for name, tensor in batched.state_dict().items():
+            pieces = [state[name] for state in states]
+            if tensor.dim() and tensor.shape[0] == sum(p.shape[0] for p in pieces) and len(parts) > 1:
+                tensor.copy_(torch.cat(pieces))
+            else:
+                tensor.copy_(pieces[0])
 
 
 class SVPGAgent:
@@ -83,44 +106,66 @@ class SVPGAgent:
     :param cfg: the resolved run config (:func:`steinrl.run.config.load_config`).
     :param observation_space: single-env observation space.
     :param action_space: single-env action space.
+    :param seeds: G seeds trained as one batch of G·M particles (None: ``cfg.seed`` alone).
+        Each seed's particles are initialised, sampled and fitted with its own random
+        streams and coupled by the kernel only among themselves, so its run is that of the
+        seed alone (to float rounding).
     """
 
-    def __init__(self, cfg: Any, observation_space: gym.Space, action_space: gym.Space):
+    def __init__(self, cfg: Any, observation_space: gym.Space, action_space: gym.Space,
+                 seeds: list[int] | None = None):
         self.cfg = cfg
+        self.seeds = [cfg.seed] if seeds is None else list(seeds)
+        G, M = len(self.seeds), cfg.particles
         method, estimator = cfg.algo.split("-", 1)
         self.device = torch.device(cfg.device)
-        init = torch.Generator().manual_seed(cfg.seed)  # draws the policy, then the critic
-        self.policy = build_policy(cfg, observation_space, action_space, init).to(self.device)
+        inits = [torch.Generator().manual_seed(s) for s in self.seeds]  # each draws its policy, then its critic
+        if G == 1:
+            self.policy = build_policy(cfg, observation_space, action_space, inits[0])
+        else:
+            self.policy = build_policy(cfg, observation_space, action_space, torch.Generator(), G * M)
+            _stack_particles(self.policy, [build_policy(cfg, observation_space, action_space, g) for g in inits])
+        self.policy.to(self.device)
         prior_options = {k: v for k, v in cfg.prior.items() if k not in ("name", "weight")}
         groups = {name: g.shape[1] for name, g in self.policy.net.prior_groups().items()}
-        self.prior = make_prior(cfg.prior.name, groups, cfg.particles, **prior_options).to(self.device)
+        self.prior = make_prior(cfg.prior.name, groups, G * M, **prior_options).to(self.device)
         self.estimator = ESTIMATORS.get(estimator)(**cfg.estimator)
         self.svgd = make_update(METHODS.get(method).update,
-                                self.policy.kernel_parameters() + self.prior.particle_parameters(), **cfg.update)
+                                self.policy.kernel_parameters() + self.prior.particle_parameters(), groups=G,
+                                **cfg.update)
         own = self.policy.head.own_parameters()
         self.own_opt = torch.optim.Adam(own, lr=cfg.update.lr) if own else None
+        self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
         self.critic: Critic | None = None
         if self.estimator.uses_critic:
-            self.critic = self._build_critic(init).to(self.device)
+            critics = [self._build_critic(g, M) for g in inits]
+            self.critic = critics[0] if G == 1 else self._build_critic(torch.Generator(), G * M)
+            if G > 1:
+                _stack_particles(self.critic, critics)
+            self.critic.to(self.device)
 
-    def _build_critic(self, generator: torch.Generator) -> Critic:
+    def _build_critic(self, generator: torch.Generator, num_particles: int) -> Critic:
         cfg, policy = self.cfg, self.policy
         options = {k: v for k, v in cfg.critic.items() if k != "name"}
         cls = CRITICS.get(cfg.critic.name)
         if issubclass(cls, LinearBaseline):
-            return cls(cfg.particles, policy.obs_dim, **options)
-        return cls(cfg.particles, policy.obs_dim, policy.obs_norm, cfg.policy.activation, generator, **options)
+            return cls(num_particles, policy.obs_dim, **options)
+        return cls(num_particles, policy.obs_dim, policy.obs_norm, cfg.policy.activation, generator, **options)
 
     # --- sampling -----------------------------------------------------------------
     def collect(self, sampler: Sampler, iteration: int) -> Batch:
         """Roll out all particles for one batch, seeded by ``(cfg.seed, iteration)``."""
         cfg, policy = self.cfg, self.policy
-        seed = iteration_seed(cfg.seed, iteration)
-        gen = torch.Generator(device=self.device).manual_seed(seed)
+        seeds = [iteration_seed(s, iteration) for s in self.seeds]  # each seed's own streams
         T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.sampling)
         with torch.no_grad():
-            noise = policy.head.draw_noise((T_max, cfg.particles, sampler.E), gen, self.device)
-            act = policy.device_actor(noise) if getattr(sampler, "device_resident", False) else policy.actor(noise)
+            noise = torch.cat([policy.head.draw_noise((T_max, cfg.particles, sampler.E),
+                                                      torch.Generator(device=self.device).manual_seed(s), self.device)
+                               for s in seeds], dim=1)
+            seed = seeds[0] if len(seeds) == 1 else seeds
+            # a device-resident rollout keeps every particle's (T * E) columns: no host sync to trim them
+            self.trim = not sampler.device_resident
+            act = policy.device_actor(noise) if sampler.device_resident else policy.actor(noise)
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
                 if hasattr(sampler, "check_finite"):
@@ -138,7 +183,7 @@ class SVPGAgent:
         # 1. Advantages (T, M, E) of every valid step; a2c / ppo ask the critic for V(s).
         est = self.estimator.advantages(batch, self.critic)
         # 2. Each particle's valid steps compacted to (M, n, ...): the update skips padding.
-        data = compact(batch, est.advantages, est.value_targets, self.device)
+        data = compact(batch, est.advantages, est.value_targets, self.device, trim=self.trim)
         old_log_prob = None
         if self.estimator.needs_old_log_prob:
             with torch.no_grad():
@@ -173,17 +218,11 @@ class SVPGAgent:
         # 5. The critic regresses its targets on the same samples.
         value_loss = None
         if self.critic is not None:
-            value_loss = self.critic.fit(data, iteration_seed(cfg.seed, iteration) + 1)
-            if not np.isfinite(value_loss):
-                raise NonFiniteError(f"non-finite value loss at iteration {iteration}")
-        return UpdateStats(
-            surrogate=float(surrogate.detach().mean()), log_prior=float(log_prior.detach().mean()),
-            entropy=float(entropy.detach().mean()), bandwidth=float(info["bandwidth"]),
-            mean_pairwise_distance=float(info["mean_pairwise_distance"]), kernel_mean=float(info["kernel_mean"]),
-            attractive_norm=float(info["attractive_norm"]), repulsive_norm=float(info["repulsive_norm"]),
-            value_loss=value_loss,
-            explained_variance=None if est.explained_variance is None else float(est.explained_variance),
-        )
+            critic_seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
+            value_loss = self.critic.fit(data, critic_seeds[0] if len(critic_seeds) == 1 else critic_seeds)
+            check_finite(value_loss[:, None], "value loss", iteration)
+        return UpdateStats(surrogate=surrogate.detach(), log_prior=log_prior.detach(), entropy=entropy.detach(),
+                           svgd=info, value_loss=value_loss, explained_variance=est.explained_variance)
 
     # --- state --------------------------------------------------------------------
     def state_dict(self) -> dict:

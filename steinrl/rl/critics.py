@@ -41,8 +41,9 @@ class Critic(nn.Module):
         """V of every observation of ``batch``, ``(T + 1, M, E)`` float64 (on the critic's device)."""
         raise NotImplementedError
 
-    def fit(self, samples: Samples, seed: int) -> float:
-        """Regress ``samples.targets`` ``(M, n)``; returns the value loss (mean squared error, return units)."""
+    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
+        """Regress ``samples.targets`` ``(M, n)``; returns each particle's value loss ``(M,)``
+        (mean squared error, return units). ``seed``: one per group of particles (seeds in one batch)."""
         raise NotImplementedError
 
     def extra_state(self) -> dict:
@@ -101,16 +102,18 @@ class ValueEnsemble(Critic):
     def values(self, batch: Batch) -> Tensor:
         return _to_time_major(self(_batch_obs(batch, self.target_mean.device)), batch)
 
-    def fit(self, samples: Samples, seed: int) -> float:
+    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
         """``steps`` Adam steps on ``minibatch`` random columns per particle (all if fewer);
-        padding is masked out of the loss.
+        padding is masked out of the loss. With one seed per group of particles, each group
+        draws its columns from its own generator.
 
-        :return: the mean squared error of the regression steps in return units, averaged
-            over steps and particles (the value loss, as SB3 logs it).
+        :return: ``(M,)`` each particle's mean squared error over the regression steps, in
+            return units (their mean is the value loss, as SB3 logs it).
         """
         obs, mask = self.obs_norm(samples.obs), samples.mask
         targets = samples.targets.to(torch.float32)
-        generator = torch.Generator(device=obs.device).manual_seed(seed)
+        seeds = [seed] if isinstance(seed, int) else list(seed)
+        generators = [torch.Generator(device=obs.device).manual_seed(s) for s in seeds]
         M, B = targets.shape
         count = mask.sum(1).clamp_min(1.0)
         with torch.no_grad():
@@ -122,7 +125,8 @@ class ValueEnsemble(Critic):
         total = torch.zeros(M, dtype=targets.dtype, device=targets.device)
         for _ in range(self.steps):
             if self.minibatch < B:
-                idx = torch.randint(B, (M, self.minibatch), generator=generator, device=obs.device)
+                idx = torch.cat([torch.randint(B, (M // len(generators), self.minibatch), generator=g,
+                                               device=obs.device) for g in generators])
                 o = torch.gather(obs, 1, idx[..., None].expand(M, self.minibatch, obs.shape[-1]))
                 zt, mk = torch.gather(z, 1, idx), torch.gather(mask, 1, idx)
             else:
@@ -133,7 +137,7 @@ class ValueEnsemble(Critic):
             loss.sum().backward()
             self.optimizer.step()
             total += loss.detach()
-        return float((total / max(self.steps, 1) * std.square()).mean())
+        return total / max(self.steps, 1) * std.square()
 
     def extra_state(self) -> dict:
         return {"optimizer": self.optimizer.state_dict()}
@@ -181,17 +185,17 @@ class LinearBaseline(Critic):
         t = batch.timestep.to(device).permute(1, 0, 2).reshape(M, -1)
         return _to_time_major(self(_batch_obs(batch, device), t), batch)
 
-    def fit(self, samples: Samples, seed: int) -> float:
+    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
         """Least squares of the returns on the features over the masked samples.
 
-        :return: the mean squared error of the previous coefficients on these returns
-            (the value loss), averaged over particles.
+        :return: ``(M,)`` each particle's mean squared error of its previous coefficients on
+            these returns (the value loss).
         """
         f = self.features(samples.obs, samples.timestep)  # M B k
         w = samples.mask.to(torch.float64).unsqueeze(-1)
         y = samples.targets.to(torch.float64).unsqueeze(-1)  # M B 1
         count = w.sum((1, 2)).clamp_min(1.0)
-        before = float(((((f @ self.coeffs.unsqueeze(-1)) - y).square() * w).sum((1, 2)) / count).mean())
+        before = (((f @ self.coeffs.unsqueeze(-1)) - y).square() * w).sum((1, 2)) / count
         gram = (f * w).mT @ f  # M k k
         rhs = (f * w).mT @ y  # M k 1
         eye = torch.eye(f.shape[-1], dtype=torch.float64, device=f.device)

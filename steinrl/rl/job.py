@@ -16,6 +16,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 import torch
+from torch import Tensor
 
 from steinrl import envs
 from steinrl.core.layers import LAYERS
@@ -72,10 +73,11 @@ def env_backend(cfg: Any) -> str:
     return backend
 
 
-def episode_scalars(batch: Batch) -> dict[str, float]:
-    """Rollout scalars: SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max-over-particles
-    (each particle's mean return over the episodes it completed in this batch)."""
-    return_sum, length_sum, count = batch.episode_stats.cpu().numpy()  # (M,) each: one transfer
+def episode_scalars(episode_stats: Tensor) -> dict[str, float]:
+    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)``: SB3's ``ep_rew_mean`` /
+    ``ep_len_mean`` and the papers' max over particles of each particle's mean return over
+    the episodes it completed in the batch."""
+    return_sum, length_sum, count = episode_stats.cpu().numpy()  # (M,) each: one transfer
     total = count.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         per_particle = return_sum / count  # NaN for a particle without a finished episode
@@ -212,8 +214,8 @@ class PolicyGradientJob:
         stats = self.agent.update(batch, iteration)
         t2 = time.perf_counter()
         steps = batch.num_steps
-        scalars = episode_scalars(batch)
-        scalars.update({f"train/{k}": v for k, v in dataclasses.asdict(stats).items() if v is not None})
+        scalars = episode_scalars(batch.episode_stats)
+        scalars.update({f"train/{k}": v for k, v in stats.per_group(1)[0].items()})
         scalars.update({f"train/{k}": v for k, v in self.agent.policy.head.diagnostics().items()})
         scalars.update({
             "time/fps": steps / (t2 - t0),

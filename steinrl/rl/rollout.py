@@ -289,15 +289,18 @@ class Samples:
     targets: Tensor | None  # (M, n) float64 value targets (None without a critic)
 
 
-def compact(batch: Batch, advantages: Tensor, targets: Tensor | None, device: torch.device) -> Samples:
+def compact(batch: Batch, advantages: Tensor, targets: Tensor | None, device: torch.device,
+            trim: bool = True) -> Samples:
     """Gather every particle's valid steps of ``batch`` into :class:`Samples` on ``device``.
 
     :param advantages: ``(T, M, E)`` per-step advantages.
     :param targets: ``(T, M, E)`` value targets, or None.
+    :param trim: cut the columns to the most valid steps of any particle (one host sync);
+        without, all ``T * E`` columns are kept (padding masked).
     """
     T, M = batch.actions.shape[:2]
     valid = batch.valid.permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
-    n_max = int(valid.sum(1).max())
+    n_max = int(valid.sum(1).max()) if trim else valid.shape[1]
     order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n_max]  # (M, n_max), valid first
     mask = torch.gather(valid, 1, order).to(device, torch.float32)
     order = order.to(device)

@@ -26,7 +26,7 @@ class Advantages:
 
     advantages: Tensor  # (T, M, E) float64; 0 where the step is not valid
     value_targets: Tensor | None = None  # (T, M, E) float64 regression targets of the critic
-    explained_variance: Tensor | None = None  # 0-dim: of the critic's values before fitting
+    explained_variance: Tensor | None = None  # (M,): of the critic's values before fitting (NaN: constant targets)
 
 
 class Estimator:

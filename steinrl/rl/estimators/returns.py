@@ -82,8 +82,8 @@ def standardize(x: Tensor, mask: Tensor, dim: tuple[int, ...], eps: float = 1e-8
 
 
 def explained_variance(values: Tensor, targets: Tensor, valid: Tensor) -> Tensor:
-    """1 - Var[targets - values] / Var[targets] over ``valid`` entries, per particle, averaged
-    over the particles whose targets vary (NaN if none), as a 0-dim tensor (no host sync).
+    """1 - Var[targets - values] / Var[targets] over ``valid`` entries, per particle ``(M,)``;
+    NaN for a particle whose targets do not vary (average with ``nanmean``; no host sync).
 
     :param values: ``(T, M, E)`` value predictions made before fitting (as SB3 reports it).
     :param targets: ``(T, M, E)`` value targets.
@@ -91,6 +91,4 @@ def explained_variance(values: Tensor, targets: Tensor, valid: Tensor) -> Tensor
     """
     vt = masked_mean_var(targets, valid, dim=(0, 2))[1].reshape(-1)
     resid = masked_mean_var(targets - values, valid, dim=(0, 2))[1].reshape(-1)
-    ok = vt > 0
-    per_particle = torch.where(ok, 1.0 - resid / torch.where(ok, vt, 1.0), 0.0)
-    return per_particle.sum() / ok.sum()  # 0/0 = NaN when no particle's targets vary
+    return torch.where(vt > 0, 1.0 - resid / torch.where(vt > 0, vt, 1.0), float("nan"))
