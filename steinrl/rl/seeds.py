@@ -68,7 +68,7 @@ class SeedBatchJob:
             raise ConfigError(f"seeds must be distinct, got {seeds}")
         if cfg.rollout.sampling == "whole_episodes":
             raise ConfigError("seeds in one batch need rollout.sampling continuing or cut (whole episodes make a "
-                              "batch as long as its slowest seed's)")
+                              "batch as long as its slowest seed's); e.g. --preset fast")
         if cfg.policy.normalize_obs or cfg.update.proximal_weight:
             raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
         self.cfg, self.seeds = cfg, list(seeds)

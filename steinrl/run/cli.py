@@ -65,6 +65,8 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, help="RL: number of iterations (with --resume: the new total)")
     p.add_argument("--rounds", type=int, help="bandits: number of rounds (with --resume: the new total)")
     p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--seeds", metavar="S1,S2,...", help="RL: train several seeds as one batch (torch envs; continuing "
+                   "or cut sampling), each with its own run directory <run-name>-seed<S>")
     p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
     p.add_argument("--device", help="torch device: cpu or cuda")
     p.add_argument("--logdir", help="root of run directories (default runs)")
@@ -133,6 +135,12 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     if args.no_progress:
         overrides["run.progress"] = False
     command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
+    if args.seeds is not None:
+        if args.seed is not None or args.resume:
+            raise ConfigError("--seeds cannot be combined with --seed or --resume (resume each seed's run directory "
+                              "on its own)")
+        cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
+        return _train_seeds(cfg, _parse_seeds(args.seeds), command)
     if not args.resume:
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg)
@@ -155,6 +163,65 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
         raise ConfigError(f"{run_dir.path} already has {trainer.iteration} iterations; --iterations (--rounds) is the "
                           f"total: give more to continue")
     return run_training(trainer, run_dir.acquire(), command)
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds takes distinct integers separated by commas, e.g. 0,1,2; got {text!r}") from None
+    if len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**32 for s in seeds):
+        raise ConfigError(f"--seeds takes distinct integers in [0, 2**32) separated by commas; got {text!r}")
+    return seeds
+
+
+def _train_seeds(cfg, seeds: list[int], command: str) -> int:  # noqa: ANN001
+    """``steinrl train --seeds``: the seeds as one batch, each seed in its own locked run directory."""
+    from contextlib import ExitStack
+
+    import steinrl
+    from steinrl.errors import NonFiniteError
+    from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit_seeds
+    from steinrl.run.seed_batch import SeedBatchTrainer
+
+    import torch
+
+    batch = SeedBatchTrainer(cfg, seeds)  # validates everything before any directory is made
+    if cfg.run.threads > 0:
+        torch.set_num_threads(cfg.run.threads)
+    name = cfg.run.run_name
+    with ExitStack() as stack:
+        run_dirs = []
+        for view in batch.views:
+            if name is not None:
+                view.config = view.config.replace({"run.run_name": f"{name}-seed{view.config.seed}"})
+            run_dirs.append(stack.enter_context(_claim_new_run(view.config)))
+        checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every) for d in run_dirs]
+        callbacks = [[MetricsCallback(d.path, cfg.run.tensorboard), ck] for d, ck in zip(run_dirs, checkpoints)]
+        callbacks[0].append(ProgressCallback(cfg.run.progress, cfg.run.log_every,
+                                             f"{cfg.algo} {cfg.env} seeds {','.join(map(str, seeds))}"))
+        for view, d in zip(batch.views, run_dirs):
+            d.write_config(view.config, {"steinrl_version": steinrl.__version__, "command": command,
+                                         "run_name": d.path.name, "seed_batch": seeds,
+                                         "config_sources": list(view.config.sources),
+                                         "started": datetime.now().isoformat(timespec="seconds")})
+            print(f"run directory (seed {view.config.seed}): {d.path}", file=sys.stderr)
+        start = time.perf_counter()
+        with GracefulStop() as stop:
+            try:
+                status = fit_seeds(batch, callbacks, stop)
+            except NonFiniteError as exc:
+                print(f"error: training diverged: {exc} (particles numbered across the seeds, {cfg.particles} per "
+                      "seed); the last good checkpoint of each seed, if any, is kept", file=sys.stderr)
+                return EXIT_DIVERGED
+            finally:
+                batch.close()
+        seconds = time.perf_counter() - start
+        for view, d in zip(batch.views, run_dirs):
+            _summary(view, d.path, view.config, status, 0, seconds)
+    if status == "interrupted":
+        return EXIT_SIGTERM if stop.signal == 15 else EXIT_SIGINT
+    return 0
 
 
 def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001

@@ -27,7 +27,7 @@ from steinrl.run.config import Config, save_config
 from steinrl.run.logger import RunLogger
 from steinrl.run.trainer import Trainer
 
-__all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallback", "GracefulStop", "fit",
+__all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallback", "GracefulStop", "fit", "fit_seeds",
            "RunDirectory", "CONFIG_NAME"]
 
 CONFIG_NAME = "config.yaml"
@@ -176,6 +176,26 @@ def fit(trainer: Trainer, callbacks: list[Callback], stop: GracefulStop | None =
     finally:
         for cb in callbacks:
             cb.on_end(trainer, status)
+    return status
+
+
+def fit_seeds(batch: Any, callbacks: list[list[Callback]], stop: GracefulStop | None = None) -> str:
+    """:func:`fit` for a :class:`~steinrl.run.seed_batch.SeedBatchTrainer`: one step of the
+    batch per iteration, each seed's scalars to its own callbacks (``callbacks[i]`` for
+    ``batch.views[i]``)."""
+    pairs = [(view, cb) for view, cbs in zip(batch.views, callbacks) for cb in cbs]
+    for view, cb in pairs:
+        cb.on_start(view)
+    status = "failed"
+    try:
+        while not batch.done and not (stop is not None and stop.signal is not None):
+            for view, cbs, scalars in zip(batch.views, callbacks, batch.step()):
+                for cb in cbs:
+                    cb.on_iteration(view, scalars)
+        status = "done" if batch.done else "interrupted"
+    finally:
+        for view, cb in pairs:
+            cb.on_end(view, status)
     return status
 
 
