@@ -119,3 +119,16 @@ def test_torch_backend_trains_and_resumes_exactly(tmp_path):
 def test_torch_backend_needs_a_steinrl_task():
     with pytest.raises(steinrl.ConfigError, match="has no torch twin"):
         steinrl.Trainer(steinrl.load_config("svgd-a2c", "CartPole-v1", {"rollout.env_backend": "torch"}))
+
+
+def test_compiled_rollout_step_gives_the_eager_first_iteration():
+    """``rollout.compile``: torch.compile of the per-step policy forward and sampling gives
+    the eager rollout's first batch up to float rounding (later iterations drift chaotically)."""
+    rows = []
+    for compile_ in (False, True):
+        cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {
+            "particles": 2, "envs_per_particle": 4, "batch_size": 40, "rollout.sampling": "continuing",
+            "rollout.env_backend": "torch", "rollout.compile": compile_})
+        rows.append(steinrl.Trainer(cfg).step())
+    for key in ("train/surrogate", "train/value_loss", "train/explained_variance", "train/bandwidth"):
+        assert rows[1][key] == pytest.approx(rows[0][key], rel=1e-5, abs=1e-6), key

@@ -165,7 +165,8 @@ class SVPGAgent:
             seed = seeds[0] if len(seeds) == 1 else seeds
             # a device-resident rollout keeps every particle's (T * E) columns: no host sync to trim them
             self.trim = not sampler.device_resident
-            act = policy.device_actor(noise) if sampler.device_resident else policy.actor(noise)
+            act = (policy.device_actor(noise, sample=self._compiled_sample()) if sampler.device_resident
+                   else policy.actor(noise))
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
                 if hasattr(sampler, "check_finite"):
@@ -175,6 +176,15 @@ class SVPGAgent:
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
         policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return batch
+
+    def _compiled_sample(self) -> Any:
+        """``torch.compile(policy.sample)`` when ``rollout.compile`` is on (built once), else None."""
+        if not self.cfg.rollout.compile:
+            return None
+        if getattr(self, "_compiled", None) is None:
+            mode = "reduce-overhead" if torch.device(self.device).type == "cuda" else None
+            self._compiled = torch.compile(self.policy.sample, mode=mode, dynamic=False)
+        return self._compiled
 
     # --- update -------------------------------------------------------------------
     def update(self, batch: Batch, iteration: int) -> UpdateStats:

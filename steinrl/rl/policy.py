@@ -186,11 +186,14 @@ class EnsemblePolicy(nn.Module):
         """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
         return self.head.log_prob(self.outputs(obs, dense), actions)
 
-    def device_actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[Tensor, int], Tensor]:
+    def device_actor(self, noise: Tensor | None, dense: Dense | None = None,
+                     sample: Callable[..., Tensor] | None = None) -> Callable[[Tensor, int], Tensor]:
         """A torch act function ``act(obs (M, E, obs_dim), t) -> actions`` on the policy's
-        device, for the device-resident rollout: one ensemble forward per step, no host sync."""
+        device, for the device-resident rollout: one ensemble forward per step, no host sync.
+        ``sample``: a stand-in for :meth:`sample` with its signature (e.g. ``torch.compile(policy.sample)``)."""
         dense = self.dense() if dense is None else dense
-        return lambda obs, t: self.sample(obs, None if noise is None else noise[t], dense)
+        sample = self.sample if sample is None else sample
+        return lambda obs, t: sample(obs, None if noise is None else noise[t], dense)
 
     def actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
         """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for the rollout.

@@ -61,6 +61,10 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "numpy: our tasks as numpy vector envs on the host; torch: their torch twins on the training device, the "
            "whole rollout there (steinrl's tasks only); auto: numpy on cpu, torch on other devices where the task has "
            "a torch twin.", choices=("auto", "numpy", "torch")),
+    Option("compile", bool, False,
+           "torch backend: run the per-step policy forward and sampling through torch.compile (on CUDA in mode "
+           "reduce-overhead, which captures it as a CUDA graph). Off by default: on CPU it does not pay "
+           "(docs/gpu.md); not measured on a GPU yet."),
     Option("vectorization", str, "sync", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env). Our tasks always use their numpy vector env.", choices=("sync", "async")),
 )

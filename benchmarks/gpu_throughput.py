@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""The whole SVPG iteration on one device: backends, raw torch envs, 10 seeds in one batch, the SVGD step.
+
+    python benchmarks/gpu_throughput.py [--device cuda] [--iterations 10] [--full-svgd]
+
+Runs on any device (cpu, cuda). On CartpoleSwingUp at paper scale (``svgd-a2c``, M = 16
+particles, 5000 env steps per particle per iteration, the ``fast`` preset: continuing
+sampling, 50 envs per particle) it prints:
+
+1. whole-training env steps/s (rollout + update, after one warm-up iteration) with each
+   env backend: ``numpy`` (host envs, the policy on the device) and ``torch`` (envs, rollout
+   buffers and update on the device, :mod:`steinrl.rl.torch_rollout`);
+2. raw stepping of the torch task on the device at the training's env count (16 × 50) and
+   at the 10-seed count, random actions pre-drawn on the device;
+3. the 10-seed aggregate: seeds 0..9 as one batch (:class:`steinrl.run.seed_batch.SeedBatchTrainer`),
+   all seeds' env steps per second;
+4. one fused SVGD direction (:func:`steinrl.core.svgd.svgd_direction`, float32, median
+   bandwidth on the device) for M ∈ {16, 256, 1024} × D ∈ {1e4, 1e6}, beside its
+   memory-bandwidth bound: the bytes of Θ and the gradients read once (2·M·D·4) ÷ the
+   device's bandwidth, measured here as the best of a few large device-to-device copies
+   (read + write bytes ÷ time). On cpu the M·D > ``--svgd-cpu-limit`` cases are skipped
+   unless ``--full-svgd`` (M = 1024, D = 1e6 is 8 GB of inputs and ~6 TFLOP of matmuls);
+5. peak memory: ``torch.cuda.max_memory_allocated`` on cuda, peak RSS of the process on cpu.
+
+Last line: ``gpu_throughput device=<name> paper_steps_per_s=<x> seeds10_steps_per_s=<x>
+env_steps_per_s=<x> fraction_of_env=<x> svgd_m1024_d1e6_ms=<x> svgd_bound_fraction=<x>
+peak_mem_mb=<x>``, where ``paper_steps_per_s`` is the faster backend, ``env_steps_per_s`` the
+raw torch env at the training's env count, ``fraction_of_env`` their ratio, and the SVGD
+figures those of M = 1024, D = 1e6 (``nan`` when skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from steinrl.core.svgd import svgd_direction  # noqa: E402
+from steinrl.envs.torch_tasks import make_torch_vec  # noqa: E402
+from steinrl.run.config import load_config  # noqa: E402
+from steinrl.run.seed_batch import SeedBatchTrainer  # noqa: E402
+from steinrl.run.trainer import Trainer  # noqa: E402
+
+ALGO, ENV, PRESET = "svgd-a2c", "CartpoleSwingUp", "fast"
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def config(device: str, backend: str, iterations: int):
+    return load_config(ALGO, ENV, {"iterations": iterations + 1, "device": device, "rollout.env_backend": backend,
+                                   "run.progress": False}, preset=PRESET)
+
+
+def training(device: torch.device, backend: str, iterations: int) -> float:
+    """Env steps/s of whole iterations (rollout + update) with one env backend."""
+    trainer = Trainer(config(str(device), backend, iterations))
+    trainer.step()  # warm-up
+    sync(device)
+    start, steps = time.perf_counter(), 0
+    for _ in range(iterations):
+        steps += round(trainer.step()["time/steps_per_particle"] * trainer.config.particles)
+    sync(device)
+    trainer.close()
+    return steps / (time.perf_counter() - start)
+
+
+def seed_batch(device: torch.device, seeds: int, iterations: int) -> float:
+    """Aggregate env steps/s of ``seeds`` seeds trained as one batch."""
+    batch = SeedBatchTrainer(config(str(device), "torch", iterations), list(range(seeds)))
+    batch.step()
+    sync(device)
+    start, steps = time.perf_counter(), 0
+    for _ in range(iterations):
+        rows = batch.step()
+        steps += sum(round(r["time/steps_per_particle"] * batch.config.particles) for r in rows)
+    sync(device)
+    batch.close()
+    return steps / (time.perf_counter() - start)
+
+
+def raw_env(device: torch.device, num_envs: int, steps: int = 100, repeats: int = 3) -> float:
+    """Best-repeat steps/s of the torch task alone (float32, random actions drawn beforehand)."""
+    task = make_torch_vec(ENV, num_envs, device=device)
+    task.reset(seed=0)
+    gen = torch.Generator(device=device).manual_seed(1)
+    actions = torch.rand((steps, num_envs), generator=gen, device=device).mul_(2).sub_(1)
+    best = 0.0
+    for repeat in range(repeats + 1):
+        sync(device)
+        start = time.perf_counter()
+        for t in range(steps):
+            task.step(actions[t])
+        sync(device)
+        if repeat:
+            best = max(best, num_envs * steps / (time.perf_counter() - start))
+    return best
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
+    """Bytes/s of the best of 5 device-to-device copies (read + write counted)."""
+    src = torch.empty(nbytes // 4, device=device)
+    src.fill_(1.0)
+    dst = torch.empty_like(src)
+    best = math.inf
+    for _ in range(6):
+        sync(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() * 4 / best
+
+
+def svgd_ms(device: torch.device, M: int, D: int, repeats: int) -> float:
+    """Median milliseconds of one fused SVGD direction on (M, D) float32 particles."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    theta = torch.randn((M, D), generator=gen, device=device)
+    grad = torch.randn((M, D), generator=gen, device=device)
+    times = []
+    for _ in range(repeats + 1):
+        sync(device)
+        start = time.perf_counter()
+        phi, _ = svgd_direction(theta, grad)
+        sync(device)
+        times.append(time.perf_counter() - start)
+        del phi
+    times = sorted(times[1:])
+    return 1e3 * times[len(times) // 2]
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--iterations", type=int, default=10, help="timed iterations per training measurement")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--svgd-repeats", type=int, default=5)
+    p.add_argument("--svgd-cpu-limit", type=float, default=3e8, help="on cpu, skip SVGD cases with M*D above this")
+    p.add_argument("--full-svgd", action="store_true", help="run every SVGD case on cpu too")
+    args = p.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("error: --device cuda given but CUDA is not available here")
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"cpu-{torch.get_num_threads()}threads"
+    print(f"torch {torch.__version__} on {device} ({name}); {ALGO} {ENV}, preset {PRESET}, M = 16, "
+          f"5000 steps per particle; {args.iterations} timed iterations after one warm-up", flush=True)
+
+    rates = {}
+    for backend in ("numpy", "torch"):
+        rates[backend] = training(device, backend, args.iterations)
+        print(f"training, env_backend={backend:5s}: {rates[backend]:14,.0f} env steps/s "
+              f"({80e6 / rates[backend]:7.1f} s per 1000 iterations)", flush=True)
+    paper = max(rates.values())
+    env_one = raw_env(device, 16 * 50)
+    env_many = raw_env(device, args.seeds * 16 * 50)
+    print(f"raw torch env, {16 * 50:6d} envs: {env_one:14,.0f} steps/s", flush=True)
+    print(f"raw torch env, {args.seeds * 16 * 50:6d} envs: {env_many:14,.0f} steps/s", flush=True)
+    seeds_rate = seed_batch(device, args.seeds, max(2, args.iterations // 3))
+    print(f"{args.seeds} seeds in one batch: {seeds_rate:14,.0f} env steps/s in all "
+          f"({seeds_rate / paper:.2f}x one seed)", flush=True)
+
+    bandwidth = copy_bandwidth(device)
+    print(f"device copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write)", flush=True)
+    big = (math.nan, math.nan)
+    for M in (16, 256, 1024):
+        for D in (10_000, 1_000_000):
+            if device.type == "cpu" and M * D > args.svgd_cpu_limit and not args.full_svgd:
+                print(f"svgd M={M:5d} D={D:9,d}: skipped on cpu (M*D > {args.svgd_cpu_limit:.0e}; --full-svgd runs it)")
+                continue
+            ms = svgd_ms(device, M, D, args.svgd_repeats)
+            bound = 1e3 * 2 * M * D * 4 / bandwidth
+            print(f"svgd M={M:5d} D={D:9,d}: {ms:10.2f} ms; bandwidth bound {bound:8.2f} ms "
+                  f"(fraction {bound / ms:.3f}); matmuls {6 * M * M * D / ms / 1e6:8.1f} GFLOP/s", flush=True)
+            if (M, D) == (1024, 1_000_000):
+                big = (ms, bound / ms)
+    peak = peak_memory_mb(device)
+    print(f"peak {'device memory' if device.type == 'cuda' else 'RSS'}: {peak:.0f} MB")
+    print(f"gpu_throughput device={name.replace(' ', '_')} paper_steps_per_s={paper:.0f} "
+          f"seeds10_steps_per_s={seeds_rate:.0f} env_steps_per_s={env_one:.0f} fraction_of_env={paper / env_one:.3f} "
+          f"svgd_m1024_d1e6_ms={big[0]:.2f} svgd_bound_fraction={big[1]:.3f} peak_mem_mb={peak:.0f}")
+
+
+if __name__ == "__main__":
+    main()
