@@ -38,10 +38,23 @@ DEFAULT_AGENTS = ("svgd-ts,s2vgd-ts,vmg-ts,kron-ts,independent-ts,greedy,egreedy
                   "egreedy:agent.epsilon=0.03,linfullpost,neurallinear,uniform")
 
 
+def _top_level_split(text: str) -> list[str]:
+    """Split on commas outside brackets (``model.hidden=[100,100]`` stays one item)."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*parts, current]
+
+
 def parse_agent(spec: str) -> tuple[str, dict[str, str]]:
     """``name[:key=value,...]`` -> (algorithm, overrides)."""
     name, _, rest = spec.partition(":")
-    overrides = dict(item.split("=", 1) for item in rest.split(",") if item)
+    overrides = dict(item.split("=", 1) for item in _top_level_split(rest) if item)
     return name, overrides
 
 
@@ -133,7 +146,7 @@ def main() -> None:
 def _split_specs(text: str) -> list[str]:
     """Split on commas that start a new algorithm (not those inside ``name:k=v,k=v``)."""
     specs: list[str] = []
-    for part in text.split(","):
+    for part in _top_level_split(text):
         if specs and "=" in part and ":" not in part and "=" in specs[-1]:
             specs[-1] += "," + part
         else:

@@ -108,3 +108,27 @@ def test_bandit_algorithm_on_a_control_task_names_the_mismatch():
         steinrl.load_config("s2vgd-ts", "Cartpole")
     with pytest.raises(steinrl.ConfigError, match="'Mushroom' is a task of bandit algorithms"):
         steinrl.load_config("s2vgd-a2c", "Mushroom")
+
+
+@pytest.mark.parametrize("env", ["Mushroom", "Wheel"])
+def test_a_resume_with_more_rounds_plays_the_rounds_a_longer_run_would(tmp_path, env):
+    """The first n rounds do not depend on the run's length: a run of 1100 rounds stopped
+    after 2 blocks and resumed with --rounds 1500 plays what a 1500-round run plays."""
+    from steinrl.bandits.job import draw_stream
+    from steinrl.bandits.tasks import BANDIT_TASKS
+
+    task = BANDIT_TASKS.get(env).from_options()
+    short, long = draw_stream(task, 1100, 3), draw_stream(task, 1500, 3)
+    np.testing.assert_array_equal(short.contexts, long.contexts[:1100])
+    np.testing.assert_array_equal(short.rewards, long.rewards[:1100])
+    overrides = {"rounds": 1500, "protocol.refit_every": 50, "protocol.refit_steps": 2, "seed": 3}
+    straight = steinrl.Trainer(steinrl.load_config("greedy", env, overrides))
+    expected = [straight.step() for _ in range(4)]
+    first = steinrl.Trainer(steinrl.load_config("greedy", env, {**overrides, "rounds": 1100}))
+    head = [first.step() for _ in range(2)]
+    first.save(tmp_path / "c.pt")
+    second = steinrl.Trainer(steinrl.load_config("greedy", env, overrides))
+    second.restore(tmp_path / "c.pt")
+    tail = [second.step() for _ in range(2)]
+    keys = ("bandit/cumulative_reward", "bandit/cumulative_regret", "bandit/rounds")
+    assert [[r[k] for k in keys] for r in head + tail] == [[r[k] for k in keys] for r in expected]

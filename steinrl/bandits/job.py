@@ -56,6 +56,21 @@ def _entropy(arms: np.ndarray, k: int) -> float:
     return float(-(p * np.log(p)).sum())
 
 
+#: Rounds are drawn in blocks of this many, each from its own seeded stream, so the first n
+#: rounds of a run do not depend on how many it has (a resume with more rounds continues the
+#: same contexts and rewards).
+STREAM_BLOCK = 1000
+
+
+def draw_stream(task: Any, rounds: int, seed: int) -> Any:
+    """The ``rounds`` rounds of a run with ``seed``: whole blocks of :data:`STREAM_BLOCK`
+    rounds (block b from ``default_rng([seed, 0xBA, b])``), cut to ``rounds``."""
+    blocks = [task.sample(STREAM_BLOCK, np.random.default_rng([seed, 0xBA, b]))
+              for b in range(math.ceil(rounds / STREAM_BLOCK))]
+    return type(blocks[0])(**{f.name: np.concatenate([getattr(b, f.name) for b in blocks])[:rounds]
+                              for f in dataclasses.fields(blocks[0])})
+
+
 class BanditJob:
     """A contextual bandit played for ``rounds`` rounds by one agent.
 
@@ -133,7 +148,7 @@ class BanditJob:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         task = BANDIT_TASKS.get(cfg.env).from_options(**dict(cfg.task))
-        self.stream = task.sample(cfg.rounds, np.random.default_rng([cfg.seed, 0xBA]))
+        self.stream = draw_stream(task, cfg.rounds, cfg.seed)
         self.num_arms, self.context_dim = self.stream.num_arms, self.stream.contexts.shape[1]
         method, agent = self.parse(cfg.algo)
         self.agent: BanditAgent = AGENTS.get(agent)(cfg, self.num_arms, self.context_dim)
