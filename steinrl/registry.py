@@ -80,6 +80,11 @@ def unit_interval(value: Any) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be in [0, 1]"
 
 
+def open_unit_interval(value: Any) -> str | None:
+    """Check: a number in (0, 1) (a mixture weight, an EWMA decay)."""
+    return None if 0.0 < value < 1.0 else "must be in (0, 1)"
+
+
 class Registry(Generic[T]):
     """Name -> part. ``get`` of an unknown name raises :class:`ConfigError` listing the names.
 

@@ -126,8 +126,12 @@ class BanditJob:
         rows += [("task", name, options_of(task)) for name, task in BANDIT_TASKS.items()]
         rows += [(section, f"{name} agent", options) for name, agent in AGENTS.items()
                  for section, options in agent.sections.items() if section not in ("likelihood",)]
-        rows += [("likelihood", "ts", LIKELIHOOD_OPTIONS),
-                 ("layer, prior, update", "ts", ())]
+        rows += [("likelihood", "Stein ts agents (svgd-ts, s2vgd-ts, ...)", LIKELIHOOD_OPTIONS)]
+        rows += [("likelihood", f"{name} agent", agent.sections["likelihood"]) for name, agent in AGENTS.items()
+                 if "likelihood" in getattr(agent, "sections", {}) and agent.sections["likelihood"] != LIKELIHOOD_OPTIONS]
+        rows += [("layer, prior, update", "Stein ts agents",
+                  "The keys of the RL job's `layer`, `prior` and `update` sections above; the `<method>` of "
+                  "`<method>-ts` picks the layer and prior.")]
         return rows
 
     @staticmethod

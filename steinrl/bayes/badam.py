@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, Dense, LogLikelihood, VariationalPosterior, kl_diagonal_gaussians
 from steinrl.core.ensemble import mlp_forward
-from steinrl.registry import Option, positive, unit_interval
+from steinrl.registry import Option, open_unit_interval, positive
 
 __all__ = ["BADAM", "BadamPosterior"]
 
@@ -90,9 +90,9 @@ class BadamPosterior(VariationalPosterior):
     options = (
         Option("prior_sigma", float, 0.1, "σ of the prior N(0, σ²) (eq. 6; appendix C: 0.1, wheel bandit 0.2).",
                check=positive),
-        Option("beta1", float, 0.9, "Adam's β1 (Algorithm 2).", check=unit_interval),
+        Option("beta1", float, 0.9, "Adam's β1 (Algorithm 2).", check=open_unit_interval),
         Option("beta2", float, 0.999, "Adam's β2 (Algorithm 2; the EWMA behind the curvature).",
-               check=unit_interval),
+               check=open_unit_interval),
         Option("eps", float, 1e-8, "Adam's ε (Algorithm 2).", check=positive),
         Option("n_rule", str, "data", "N of eq. 14: 'data' = the data-set size given to elbo_loss (eq. 12), "
                "'seen' = steps × batch size (section 4 heuristic).", choices=("data", "seen")),

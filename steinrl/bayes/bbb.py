@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, VariationalPosterior
 from steinrl.core.ensemble import mlp_forward
-from steinrl.registry import Option, at_least_one, positive, unit_interval
+from steinrl.registry import Option, at_least_one, open_unit_interval, positive
 
 __all__ = ["BayesByBackprop", "scale_mixture_log_prob"]
 
@@ -54,7 +54,7 @@ class BayesByBackprop(VariationalPosterior):
         Option("prior", str, "scale_mixture", "Weight prior: the scale mixture of eq. (7), or a Gaussian N(0, σ_p²).",
                choices=("scale_mixture", "gaussian")),
         Option("prior_sigma", float, 1.0, "σ_p of the Gaussian prior (prior=gaussian).", check=positive),
-        Option("mixture_pi", float, 0.5, "π of the scale-mixture prior, eq. (7).", check=unit_interval),
+        Option("mixture_pi", float, 0.5, "π of the scale-mixture prior, eq. (7).", check=open_unit_interval),
         Option("mixture_sigma1", float, 1.0, "σ1, the wide component of eq. (7) (−log σ1 = 0).", check=positive),
         Option("mixture_sigma2", float, math.exp(-6.0), "σ2, the narrow component of eq. (7) (−log σ2 = 6).",
                check=positive),

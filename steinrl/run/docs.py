@@ -40,7 +40,9 @@ def _default(option: Option) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _table(options: tuple[Option, ...]) -> list[str]:
+def _table(options: tuple[Option, ...] | str) -> list[str]:
+    if isinstance(options, str):  # a section documented elsewhere: a sentence saying where
+        return [options, ""]
     if not options:
         return ["(no options)", ""]
     lines = ["| key | type | default | description |", "|---|---|---|---|"]

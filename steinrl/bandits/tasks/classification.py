@@ -128,7 +128,7 @@ class Classification(BanditTask):
                      replace: bool = True) -> "Classification":
         cls.check_options({"path": path, "target_column": target_column, "replace": replace})
         if path is None:
-            raise ConfigError("bandit task 'classification' needs path: a CSV file of features and classes")
+            raise ConfigError("bandit task Classification needs task.path: a CSV file of features and classes")
         return cls.from_csv(path, target_column=target_column, replace=replace)
 
     def sample(self, n: int, rng: np.random.Generator) -> BanditData:

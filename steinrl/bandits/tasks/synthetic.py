@@ -111,7 +111,7 @@ class SparseLinear(Linear):
     def __init__(self, dim: int = 10, arms: int = 7, noise_std: float | None = None, seed: int = 0,
                  nonzero: int = 3) -> None:
         if nonzero > dim:
-            raise ConfigError(f"bandit task 'sparse_linear': nonzero must be at most dim = {dim}, got {nonzero}")
+            raise ConfigError(f"bandit task SparseLinear: task.nonzero must be at most dim = {dim}, got {nonzero}")
         self.nonzero = nonzero
         super().__init__(dim=dim, arms=arms, noise_std=noise_std, seed=seed)
 
