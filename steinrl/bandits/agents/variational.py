@@ -84,8 +84,20 @@ class VariationalThompsonSampling(BanditAgent):
         self.steps_taken = int(state["steps_taken"])
 
 
+#: Online defaults that differ from the offline (regression) ones: BADAM's N of eq. 14 is the
+#: paper's section-4 heuristic N = t x batch size, "experimentally successful" where "a strict
+#: interpretation of N as the number of points does not allow for learning in an online scenario".
+_ONLINE_DEFAULTS = {"badam": {"n_rule": "seen"}}
+
+
+def _posterior_options(name: str, posterior: Any) -> tuple[Option, ...]:
+    online = _ONLINE_DEFAULTS.get(name, {})
+    return tuple(dataclasses.replace(o, default=online[o.name]) if o.name in online else o
+                 for o in options_of(posterior))
+
+
 for _name, _posterior in POSTERIORS.items():  # bbb-ts, badam-ts, kflow-ts, rdp-ts
     AGENTS.register(f"{_name}-ts", type(f"{_posterior.__name__}TS", (VariationalThompsonSampling,), {
         "posterior_name": _name, "__module__": __name__,
         "__doc__": f"Thompson sampling from the {_name} posterior (:class:`steinrl.bayes.{_posterior.__name__}`).",
-        "sections": {"model": _MODEL, "posterior": options_of(_posterior), "likelihood": _NOISE}}))
+        "sections": {"model": _MODEL, "posterior": _posterior_options(_name, _posterior), "likelihood": _NOISE}}))
