@@ -127,8 +127,9 @@ class ValueEnsemble(Critic):
             if self.minibatch < B:
                 idx = torch.cat([torch.randint(B, (M // len(generators), self.minibatch), generator=g,
                                                device=obs.device) for g in generators])
-                o = torch.gather(obs, 1, idx[..., None].expand(M, self.minibatch, obs.shape[-1]))
-                zt, mk = torch.gather(z, 1, idx), torch.gather(mask, 1, idx)
+                flat = (idx + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # rows of (M * B)
+                o = obs.reshape(M * B, -1).index_select(0, flat).view(M, self.minibatch, -1)
+                zt, mk = z.reshape(-1)[flat].view(M, -1), mask.reshape(-1)[flat].view(M, -1)
             else:
                 o, zt, mk = obs, z, mask
             pred = self.net(o).squeeze(-1)
