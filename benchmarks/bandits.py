@@ -34,8 +34,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-DEFAULT_AGENTS = ("svgd-ts,s2vgd-ts,vmg-ts,kron-ts,independent-ts,greedy,egreedy:agent.epsilon=0.01,"
-                  "egreedy:agent.epsilon=0.03,linfullpost,neurallinear,uniform")
+DEFAULT_AGENTS = ("svgd-ts,s2vgd-ts,vmg-ts,kron-ts,independent-ts,svgd-ts:likelihood.learn_noise=true,"
+                  "s2vgd-ts:likelihood.learn_noise=true,bbb-ts,badam-ts,kflow-ts,rdp-ts,greedy,"
+                  "egreedy:agent.epsilon=0.01,egreedy:agent.epsilon=0.03,linfullpost,neurallinear,uniform")
 
 
 def _top_level_split(text: str) -> list[str]:
@@ -128,7 +129,8 @@ def main() -> None:
         optimal = np.array([r["optimal"] for r in runs])
         env = args.env if delta is None else f"{args.env}(delta={delta})"
         norm = reward / optimal
-        rows[(delta, spec)] = (norm.mean(), se(norm), regret.mean(), se(regret))
+        rows[(delta, spec)] = (norm.mean(), se(norm), regret.mean(), se(regret), reward.mean(), se(reward),
+                               np.mean([r["seconds"] for r in runs]))
         lines.append(f"bandit env={env} protocol={args.protocol} agent={spec} seeds={len(runs)} "
                      f"cum_reward={reward.mean():.1f} cum_reward_se={se(reward):.1f} cum_regret={regret.mean():.1f} "
                      f"cum_regret_se={se(regret):.1f} norm_reward={reward.mean() / optimal.mean():.3f} "
@@ -155,7 +157,8 @@ def _split_specs(text: str) -> list[str]:
 
 
 def write_table(path: Path, args, specs, deltas, rows, seeds) -> None:
-    head = ["agent"] + ([f"delta={d}" for d in deltas] if deltas != [None] else ["normalised reward", "regret"])
+    head = ["agent"] + ([f"delta={d}" for d in deltas] if deltas != [None] else
+                        ["total reward", "normalised reward", "regret", "s / run"])
     lines = [f"Normalised cumulative reward (cumulative reward / the optimal arms' rewards; mean ± s.e. over seeds "
              f"{','.join(map(str, seeds))}) on {args.env}, protocol {args.protocol}.", "",
              f"Command: `python benchmarks/bandits.py --env {args.env} --protocol {args.protocol} --seeds "
@@ -165,8 +168,9 @@ def write_table(path: Path, args, specs, deltas, rows, seeds) -> None:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for spec in specs:
         if deltas == [None]:
-            norm, norm_se, regret, regret_se = rows[(None, spec)]
-            cells = [f"{norm:.3f} ± {norm_se:.3f}", f"{regret:.0f} ± {regret_se:.0f}"]
+            norm, norm_se, regret, regret_se, reward, reward_se, seconds = rows[(None, spec)]
+            cells = [f"{reward:.0f} ± {reward_se:.0f}", f"{norm:.3f} ± {norm_se:.3f}", f"{regret:.0f} ± {regret_se:.0f}",
+                     f"{seconds:.0f}"]
         else:
             cells = [f"{rows[(d, spec)][0]:.3f} ± {rows[(d, spec)][1]:.3f}" for d in deltas]
         lines.append(f"| {spec} | " + " | ".join(cells) + " |")
