@@ -42,8 +42,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
 from steinrl.core.svgd import svgd_direction  # noqa: E402
-from steinrl.envs.torch_tasks import make_torch_vec  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.seed_batch import SeedBatchTrainer  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
@@ -90,20 +90,7 @@ def seed_batch(device: torch.device, seeds: int, iterations: int) -> float:
 
 def raw_env(device: torch.device, num_envs: int, steps: int = 100, repeats: int = 3) -> float:
     """Best-repeat steps/s of the torch task alone (float32, random actions drawn beforehand)."""
-    task = make_torch_vec(ENV, num_envs, device=device)
-    task.reset(seed=0)
-    gen = torch.Generator(device=device).manual_seed(1)
-    actions = torch.rand((steps, num_envs), generator=gen, device=device).mul_(2).sub_(1)
-    best = 0.0
-    for repeat in range(repeats + 1):
-        sync(device)
-        start = time.perf_counter()
-        for t in range(steps):
-            task.step(actions[t])
-        sync(device)
-        if repeat:
-            best = max(best, num_envs * steps / (time.perf_counter() - start))
-    return best
+    return torch_steps_per_s(ENV, num_envs, steps, repeats, device, torch.float32)
 
 
 def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:

@@ -4,6 +4,15 @@
 core restructure (commit d9b4582): every algorithm on every task (plus option variants),
 seed 7, small batches, 3 iterations each; the metrics of every iteration and checksums of
 the final particles. Here the same runs go through ``steinrl.Trainer``.
+
+The file was recomputed on 2026-11-24 with that same pre-restructure code on this project's
+machine (``tests/data/make_pre_restructure_metrics.py``): the first version, made on another
+CPU, differed from both codes here by float32 rounding (param_sum 3.055376074742526 there,
+3.055376118281856 here from the old and the new code alike). Here the two codes agree to the
+last bit in everything but ``train/log_prior`` (a float32 sum in another order). The
+tolerances are float32 rounding: three iterations of Adam carry a last-bit difference to
+~1e-5 relative in returns. The DoublePendulum cases are chaotic: on another CPU family
+recompute the file with the script (it checks out nothing itself; see its docstring).
 """
 
 import json
@@ -46,7 +55,7 @@ def test_first_iterations_match_the_pre_restructure_code(case):
         for key, value in old.items():
             if key == "iteration" or (isinstance(value, float) and math.isnan(value)):
                 continue  # a NaN (e.g. the std of a categorical policy) is no longer logged
-            assert new[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+            assert new[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     params = torch.cat([p.detach().double().flatten() for p in trainer.job.agent.policy.particle_parameters()])
-    assert float(params.sum()) == pytest.approx(case["param_sum"], rel=1e-9, abs=1e-9)
-    assert float(params.abs().sum()) == pytest.approx(case["param_abs_sum"], rel=1e-9)
+    assert float(params.sum()) == pytest.approx(case["param_sum"], rel=1e-6, abs=1e-6)
+    assert float(params.abs().sum()) == pytest.approx(case["param_abs_sum"], rel=1e-6)
