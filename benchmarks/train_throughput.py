@@ -7,7 +7,7 @@ Measures, in one process and one torch thread, on CartpoleSwingUp at paper scale
 (M = 16 particles, 5000 env steps per particle per iteration):
 
 (a) ``svgd-a2c`` with the ``fast`` preset: continuing sampling (50 envs per particle, 100
-    steps each per iteration, episodes carry on) and 2 critic steps per iteration;
+    steps each per iteration, episodes carry on), the critic's default 10 regression steps;
 (b) ``svgd-a2c`` in the papers' whole-episode mode (10 envs per particle, the defaults);
 (c) Stable-Baselines3 ``A2C("MlpPolicy")`` with n_envs = 16 on our single-env task, default
     hyper-parameters, learning for ``--sb3-steps`` env steps;
