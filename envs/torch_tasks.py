@@ -19,6 +19,8 @@ and the damped :class:`TorchCartpoleRllab`, :class:`TorchCartpoleSwingUpRllab`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .cartpole import (
@@ -35,7 +37,6 @@ from .cartpole import (
     CartpoleTask,
 )
 from .cartpole_rllab import CartpoleRllabTask, CartpoleSwingUpRllabTask
-from .core import DEFAULT_MAX_EPISODE_STEPS
 from .double_pendulum import FRAME_SKIP, RESET_STD, TARGET, DoublePendulumPhysics, DoublePendulumTask
 from .registration import SHORT_NAMES
 from .torch_core import TorchVectorTask, semi_implicit_euler
@@ -183,22 +184,16 @@ TORCH_TASKS: dict[str, type[TorchVectorTask]] = {
 }
 
 
-def make_torch_vec(
-    name: str,
-    num_envs: int,
-    *,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float32,
-    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
-    groups: int = 1,
-) -> TorchVectorTask:
+def make_torch_vec(name: str, num_envs: int, **options: Any) -> TorchVectorTask:
     """Torch twin of task ``name`` (short name like ``"CartpoleSwingUp"`` or its id
-    ``"steinrl/CartpoleSwingUp-v0"``) with ``num_envs`` envs on ``device`` in ``dtype``.
+    ``"steinrl/CartpoleSwingUp-v0"``) with ``num_envs`` envs.
 
+    :param options: the task's keyword arguments (:class:`TorchVectorTask`): ``device``,
+        ``dtype`` (float32 by default), ``max_episode_steps``, ``groups``.
     :raises ValueError: a name without a torch twin (the message lists the valid names).
     """
     short = next((s for s, env_id in SHORT_NAMES.items() if name in (s, env_id)), name)
     if short not in TORCH_TASKS:
         raise ValueError(f"No torch task {name!r}; valid names: {', '.join(TORCH_TASKS)} "
                          f"(or their ids {', '.join(SHORT_NAMES[s] for s in TORCH_TASKS)})")
-    return TORCH_TASKS[short](num_envs, device=device, dtype=dtype, max_episode_steps=max_episode_steps, groups=groups)
+    return TORCH_TASKS[short](num_envs, **options)

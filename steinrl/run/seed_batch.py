@@ -71,13 +71,9 @@ class SeedView:
     def __init__(self, batch: SeedBatchTrainer, index: int, config: Config) -> None:
         self.batch, self.index, self.config = batch, index, config
 
-    @property
-    def iteration(self) -> int:
-        return self.batch.iteration
-
-    @property
-    def done(self) -> bool:
-        return self.batch.done
+    #: the batch's iteration and whether it is done (all seeds step together)
+    iteration = property(lambda self: self.batch.iteration)
+    done = property(lambda self: self.batch.done)
 
     @property
     def job(self) -> Any:
