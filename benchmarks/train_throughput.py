@@ -69,7 +69,7 @@ def ours(preset: str | None, iterations: int) -> tuple[float, dict[str, float], 
         tc = time.perf_counter()
         agent.critic.fit(compact(batch, est.advantages, est.value_targets, agent.device), it)
         parts["critic"] += time.perf_counter() - tc
-        assert np.isfinite(stats.surrogate)
+        assert bool(torch.isfinite(stats.surrogate).all())
     seconds = parts["whole iteration"]
     parts["policy update"] = seconds - parts["rollout"] - parts["advantages"] - parts["critic"]
     trainer.close()

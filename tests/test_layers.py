@@ -305,3 +305,30 @@ def test_make_layer_errors():
         make_layer("kronecker", 2, 3, 4, K=1)
     with pytest.raises(ValueError):
         make_layer("householder", 2, 3, 4, K=-1)
+
+
+def test_scales_centre_one_puts_the_gaussian_prior_on_lambda_at_one():
+    """scales_centre=1: N(1, σ²) on every entry of Λ1, Λ2 (scipy's logpdf, by hand), the
+    other groups scored as before; at the initial Λ = 1 the scales add only the normaliser."""
+    from scipy.stats import norm
+
+    gen = torch.Generator().manual_seed(5)
+    layer = make_layer("householder", 3, 4, 2, dtype=F64, generator=gen, K=1, scales_centre=1.0)
+    randomise_lambdas(layer, gen)
+    var = 0.01
+    got = layer.log_prior(GaussianPrior(var)).detach()
+    expected = []
+    for i in range(3):
+        total = 0.0
+        for name in ("C", "v_in", "v_out", "bias"):
+            x = getattr(layer, name)[i].detach().flatten().numpy()
+            total += norm.logpdf(x, 0.0, math.sqrt(var)).sum()
+        for name in ("lambda_in", "lambda_out"):
+            x = getattr(layer, name)[i].detach().numpy()
+            total += norm.logpdf(x, 1.0, math.sqrt(var)).sum()
+        expected.append(total)
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=F64), rtol=1e-12, atol=1e-9)
+    # the gradient of log p on Λ points to 1: (1 − Λ) / σ²
+    layer.zero_grad()
+    layer.log_prior(GaussianPrior(var)).sum().backward()
+    torch.testing.assert_close(layer.lambda_in.grad, (1.0 - layer.lambda_in.detach()) / var)

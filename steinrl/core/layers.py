@@ -169,13 +169,17 @@ class FactoredLinear(StructuredLinear):
     scales ``lambda_in (M, in)``, ``lambda_out (M, out)`` initialised to 1 — parameters,
     or fixed buffers with ``scales=False`` (then Λ1 = Λ2 = I) — and
     :meth:`scaled_core` = Λ1 C Λ2. Subclasses add the left / right factors.
+
+    The prior sees the scales as the groups Λ − ``scales_centre``: with 0 (the S²VGD paper,
+    eq. 14) a zero-mean prior pulls Λ towards 0; with 1 the same prior is centred on Λ = 1,
+    the initial value (W's scale is then not shrunk by the prior).
     """
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, scales: bool = True,
-                 **kwargs) -> None:
+                 scales_centre: float = 0.0, **kwargs) -> None:
         super().__init__(num_particles, in_features, out_features, **kwargs)
         M, l1, l2 = num_particles, in_features, out_features
-        self.scales = bool(scales)
+        self.scales, self.scales_centre = bool(scales), float(scales_centre)
         self.C = nn.Parameter(_randn(M, l1, l2, std=self.gain / math.sqrt(l1), **_factory(kwargs)))
         for name, size in (("lambda_in", l1), ("lambda_out", l2)):
             ones = torch.ones(M, size, device=kwargs.get("device"), dtype=kwargs.get("dtype"))
@@ -191,8 +195,8 @@ class FactoredLinear(StructuredLinear):
     def _core_groups(self) -> dict[str, Tensor]:
         groups = {"C": self.C.reshape(self.num_particles, -1)}
         if self.scales:
-            groups["lambda_in"] = self.lambda_in
-            groups["lambda_out"] = self.lambda_out
+            groups["lambda_in"] = self.lambda_in - self.scales_centre
+            groups["lambda_out"] = self.lambda_out - self.scales_centre
         return groups
 
 
@@ -222,6 +226,8 @@ class HouseholderLinear(FactoredLinear):
     options = (
         Option("K", int, 1, "Householder reflections per side (0: P = Q = I, the VMG prior).", check=non_negative),
         Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = P C Qᵀ)."),
+        Option("scales_centre", float, 0.0, "Centre of the prior on Λ1, Λ2: it scores Λ − centre "
+               "(0: the paper's zero-mean prior; 1: centred on the initial Λ = 1)."),
     )
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, K: int = 1, **kwargs) -> None:
