@@ -184,15 +184,25 @@ def plot_curves(path: Path, args, specs, deltas, results) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(deltas), figsize=(6.4 * len(deltas), 4.4), squeeze=False)
+    colors = plt.cm.tab20(np.linspace(0, 1, 20))
     for ax, delta in zip(axes[0], deltas):
-        for spec in specs:
+        top = 0.0
+        for i, spec in enumerate(specs):
             runs = results[(delta, spec)]
             curves = np.array([r["curve"] for r in runs])
             x = runs[0]["rounds"]
             mean = curves.mean(0)
             band = curves.std(0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.zeros_like(mean)
-            ax.plot(x, mean, label=spec)
-            ax.fill_between(x, mean - band, mean + band, alpha=0.2)
+            label = spec
+            if spec == "uniform" and len(specs) > 1:  # linear regret: it would flatten every other curve
+                label = f"uniform (off scale: {mean[-1]:.0f})"
+            else:
+                top = max(top, float((mean + band).max()))
+            style = dict(color=colors[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], ls="-" if i < 10 else "--")
+            ax.plot(x, mean, label=label, **style)
+            ax.fill_between(x, mean - band, mean + band, alpha=0.15, color=style["color"])
+        if top > 0:
+            ax.set_ylim(0, 1.1 * top)
         ax.set_xlabel("round")
         ax.set_ylabel("cumulative regret")
         ax.set_title(args.env + ("" if delta is None else f" (delta={delta})") + f", {args.protocol}")
