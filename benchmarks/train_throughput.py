@@ -6,7 +6,7 @@
 Measures, in one process and one torch thread, on CartpoleSwingUp at paper scale
 (M = 16 particles, 5000 env steps per particle per iteration):
 
-(a) ``svgd-a2c`` with the ``fast`` preset: continuing sampling (50 envs per particle, 100
+(a) ``svgd-a2c`` (``--algo``) with the ``fast`` preset: continuing sampling (50 envs per particle, 100
     steps each per iteration, episodes carry on), the critic's default 10 regression steps;
 (b) ``svgd-a2c`` in the papers' whole-episode mode (10 envs per particle, the defaults);
 (c) Stable-Baselines3 ``A2C("MlpPolicy")`` with n_envs = 16 on our single-env task, default
@@ -42,12 +42,12 @@ from steinrl.rl.rollout import compact  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
-ALGO, ENV = "svgd-a2c", "CartpoleSwingUp"
+ENV = "CartpoleSwingUp"
 
 
-def ours(preset: str | None, iterations: int) -> tuple[float, dict[str, float], int]:
+def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[str, float], int]:
     """Steps/s of paper-scale iterations, ms per iteration of each part, and the env count."""
-    cfg = load_config(ALGO, ENV, {"iterations": iterations + 1}, preset=preset)
+    cfg = load_config(algo, ENV, {"iterations": iterations + 1}, preset=preset)
     trainer = Trainer(cfg)
     agent, sampler = trainer.job.agent, trainer.job.sampler
     parts = dict.fromkeys(("rollout", "advantages", "policy update", "critic", "whole iteration"), 0.0)
@@ -112,14 +112,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=5, help="timed paper-scale iterations per mode")
     p.add_argument("--sb3-steps", type=int, default=20_000, help="env steps of SB3 A2C to time")
+    p.add_argument("--algo", default="svgd-a2c", help="steinrl algorithm of (a) and (b)")
+    p.add_argument("--no-sb3", action="store_true", help="skip (c) (its figures print as nan)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, 1 thread; {ALGO} on {ENV}, M=16, 5000 steps per particle per iteration")
-    fast, fast_parts, fast_envs = ours("fast", args.iterations)
+    print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration")
+    fast, fast_parts, fast_envs = ours(args.algo, "fast", args.iterations)
     print(f"(a) fast preset (continuing, {fast_envs} envs): {fast:,.0f} env steps/s")
-    paper, paper_parts, paper_envs = ours(None, args.iterations)
+    paper, paper_parts, paper_envs = ours(args.algo, None, args.iterations)
     print(f"(b) paper mode (whole episodes, {paper_envs} envs): {paper:,.0f} env steps/s")
-    sb3 = sb3_a2c(args.sb3_steps)
+    sb3 = float("nan") if args.no_sb3 else sb3_a2c(args.sb3_steps)
     print(f"(c) SB3 A2C, n_envs=16: {sb3:,.0f} env steps/s")
     env_rates = {n: raw_env(n) for n in sorted({fast_envs, paper_envs})}
     for n, rate in env_rates.items():
