@@ -128,3 +128,22 @@ def test_every_key_of_the_shipped_yaml_files_is_a_key_of_some_algorithm():
         for key, _ in _items(load_yaml(path), str(path)):
             bare_ok = len(key) == 1 and any(k[-1] == key[0] for k in known)
             assert key in known or bare_ok, f"{path.name}: {'.'.join(key)} is no algorithm's config key"
+
+
+def test_rl_s2vgd_freezes_the_scales_and_the_paper_preset_restores_them():
+    """The RL default of s2vgd follows the study (Λ fixed at 1); ``--preset paper`` gives the
+    S²VGD paper's learned Λ; the bandit s2vgd-ts keeps the method's (paper's) default, and an
+    explicit value beats both."""
+    import steinrl
+
+    rl = steinrl.load_config("s2vgd-a2c", "CartpoleSwingUp")
+    assert rl.layer.scales is False
+    paper = steinrl.load_config("s2vgd-a2c", "CartpoleSwingUp", preset="paper")
+    assert paper.layer.scales is True and paper.layer.scales_centre == 0.0
+    assert steinrl.load_config("svgd-a2c", "CartpoleSwingUp", preset="paper").algo == "svgd-a2c"  # keys skipped
+    assert steinrl.load_config("vmg-a2c", "CartpoleSwingUp").layer.scales is True
+    assert steinrl.load_config("s2vgd-ts", "Mushroom").layer.scales is True
+    assert steinrl.load_config("s2vgd-a2c", "CartpoleSwingUp", {"layer.scales": True}).layer.scales is True
+    trainer = steinrl.Trainer(rl.replace({"particles": 2, "rollout.batch_size": 50, "iterations": 1}))
+    assert not any("lambda" in name for name, _ in trainer.job.agent.policy.named_parameters())
+    trainer.close()

@@ -47,7 +47,9 @@ def test_first_iterations_match_the_pre_restructure_code(case):
     overrides = {OLD_KEYS[k]: v for k, v in old.items() if k != "whole_episodes"}
     if old.get("whole_episodes") is False:  # the old cut-at-the-batch-boundary mode
         overrides["rollout.sampling"] = "cut"
-    cfg = steinrl.load_config(case["algo"], case["env"], {**overrides, "seed": DATA["seed"], "iterations": 3})
+    # the old code's defaults were the papers' (s2vgd learned Λ): --preset paper
+    cfg = steinrl.load_config(case["algo"], case["env"], {**overrides, "seed": DATA["seed"], "iterations": 3},
+                              preset="paper")
     trainer = steinrl.Trainer(cfg)
     rows = [trainer.step() for _ in range(3)]
     trainer.close()

@@ -3,6 +3,7 @@ starting Ray), the summary maths against scipy, the outputs, and the smoke sweep
 
 import csv
 import math
+import runpy
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from scipy import stats
 from conftest import ROOT
 from steinrl.errors import ConfigError
 from steinrl.run import sweep
-from steinrl.run.sweep_report import (TrialRun, group_stats, mean_ci, student_t_quantile, write_outputs)
+from steinrl.run.sweep_report import (TrialRun, group_stats, mean_ci, read_results_csv, student_t_quantile,
+                                     write_outputs)
 
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
 TINY = {"particles": 2, "rollout.batch_size": 50, "rollout.envs_per_particle": 2, "rollout.horizon": 50,
@@ -199,9 +201,34 @@ def test_outputs_from_trial_results(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert summary.splitlines()[2] == "Made by: `steinrl sweep x.yaml --out o`"
     t = stats.t.ppf(0.975, 1) * np.std([30, 31], ddof=1) / math.sqrt(2)
-    assert f"| svgd-a2c | 5 | 2 | 30.5 ± {t:.1f} | 30.5 ± {t:.1f} | 3 | 2.5 |" in summary
-    assert "| s2vgd-a2c | 5 | 1 | 30.0 | 30.0 | 3 | 2.0 |" in summary
+    assert f"| svgd-a2c | 5 | 2 | 30.5 ± {t:.1f} | 30.5 ± {t:.1f} | 3 | 2.5 | 30.0, 31.0 |" in summary
+    assert "| s2vgd-a2c | 5 | 1 | 30.0 | 30.0 | 3 | 2.0 | 30.0 |" in summary
     assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_results_of_two_sweeps_combine_into_one_group(tmp_path):
+    """A results.csv reads back as the trials it was written from; seeds from two sweeps of
+    one algo make one group, and a source's extra value splits an algo into variants."""
+    def run(seed, peak):
+        return TrialRun(f"t{seed}", "svgd-a2c", "Cartpole", seed, {}, "rollout/ep_rew_max_particle", "iteration",
+                        [{"iteration": 1, "rollout/ep_rew_max_particle": peak - 5.0, "train/x": 0.5},
+                         {"iteration": 2, "rollout/ep_rew_max_particle": peak}], 3.0)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_outputs([run(0, 10.0), run(1, 20.0)], tmp_path / "a", "a")
+    write_outputs([run(2, 60.0)], tmp_path / "b", "b")
+    back = read_results_csv(tmp_path / "a" / "results.csv")
+    assert [(t.seed, t.params, t.curve(), t.wall) for t in back] == [(0, {}, {1.0: 5.0, 2.0: 10.0}, 3.0),
+                                                                     (1, {}, {1.0: 15.0, 2.0: 20.0}, 3.0)]
+    assert back[0].rows[0]["train/x"] == 0.5 and "train/x" not in back[0].rows[1]
+    combine = runpy.run_path(str(ROOT / "benchmarks" / "combine_sweeps.py"), run_name="combine")
+    assert combine["main"]([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "ab")]) == 0
+    half = stats.t.ppf(0.975, 2) * np.std([10, 20, 60], ddof=1) / math.sqrt(3)
+    assert f"| svgd-a2c | 3 | 30.0 ± {half:.1f} |" in (tmp_path / "ab" / "summary.md").read_text()
+    assert combine["main"]([str(tmp_path / "a"), str(tmp_path / "b") + ":variant=frozen",
+                            "--out", str(tmp_path / "split")]) == 0
+    summary = (tmp_path / "split" / "summary.md").read_text()
+    assert "| svgd-a2c |  | 2 | 15.0 ± " in summary and "| svgd-a2c | frozen | 1 | 60.0 |" in summary
 
 
 # --- end to end -------------------------------------------------------------------------

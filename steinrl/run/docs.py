@@ -24,7 +24,9 @@ Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command li
 `--set update.lr=1e-3`. A bare key means the first section below that has it
 (`--set batch_size=1000` is `rollout.batch_size`; `lr` is `update.lr` and `hidden` is
 `policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared defaults (and the method's own,
-e.g. `vmg` sets `layer.K: 0`), `configs/<env>.yaml`, `--preset`, `--config` files,
+e.g. `vmg` sets `layer.K: 0`; the RL algorithms of `s2vgd` set `layer.scales: false`, a
+measured choice that `--preset paper` turns back to the S²VGD paper's `true`, see
+[results.md](results.md)), `configs/<env>.yaml`, `--preset`, `--config` files,
 flags and `--set`. Every value is checked against its declared type and range.
 """
 

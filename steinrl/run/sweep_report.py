@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats", "headline_mode",
-           "trial_runs", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
+           "trial_runs", "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
 
 
 @dataclass(frozen=True)
@@ -198,8 +198,48 @@ def write_results_csv(trials: Sequence[TrialRun], path: Path) -> None:
                                  **t.params, **r, "wall_s": round(t.wall, 3)})
 
 
+def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = None) -> list[TrialRun]:
+    """The trials of a ``results.csv`` (as :func:`write_results_csv` wrote it), so that the
+    results of several sweeps can be reported together.
+
+    :param extra_params: added to every trial's grid values (e.g. ``{"variant": "frozen"}``:
+        tells apart trials of one algo that came from sweeps with different fixed config).
+    """
+    import yaml
+
+    from steinrl.run.algos import parse_algo
+
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        columns = list(reader.fieldnames or [])
+        if not {"trial_id", "algo", "env", "seed", "iteration", "wall_s"} <= set(columns):
+            raise ValueError(f"{path} is not a steinrl sweep results.csv (columns: {', '.join(columns[:8])}, ...)")
+        params = columns[columns.index("seed") + 1:columns.index("iteration")]
+        rows_by_trial: dict[str, list[dict[str, str]]] = {}
+        for row in reader:
+            rows_by_trial.setdefault(row["trial_id"], []).append(row)
+    trials = []
+    for trial_id, rows in rows_by_trial.items():
+        first, job = rows[0], parse_algo(rows[0]["algo"]).job
+        values = [{k: float(v) for k, v in r.items() if k not in ("trial_id", "algo", "env", "seed", *params)
+                   and v != ""} for r in rows]
+        for v in values:
+            v["iteration"] = int(v["iteration"])
+            v.pop("wall_s", None)
+        grid = {k: yaml.safe_load(first[k]) for k in params if first[k] != ""}
+        trials.append(TrialRun(trial_id, first["algo"], first["env"], int(first["seed"]),
+                               {**grid, **(extra_params or {})}, job.headline_metric,
+                               getattr(job, "x_metric", None) or "iteration", values, float(first["wall_s"])))
+    return trials
+
+
 def _value(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _peak(trial: TrialRun) -> float:
+    values = list(trial.curve().values())
+    return float((np.nanmax if headline_mode(trial.metric) == "max" else np.nanmin)(values)) if values else math.nan
 
 
 def _fmt(mean_half: tuple[float, float]) -> str:
@@ -216,20 +256,22 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
              "(Student t, n − 1 degrees of freedom) of each trial's PEAK (best value over its iterations: the "
              "largest return, the smallest regret) and FINAL headline value; *reaches 95 %*: the first iteration "
              "(bandits: round) at which the seed-mean curve is within 5 % of its rise from its first value to its "
-             "peak; the mean wall time per trial.", ""]
+             "peak; the mean wall time per trial; each seed's peak, by seed.", ""]
     groups = _groups(trials)
     for env in dict.fromkeys(t.env for t in trials):
         env_groups = {k: g for k, g in groups.items() if k[0] == env}
         params = list(dict.fromkeys(p for g in env_groups.values() for p in g[0].params))
         metrics = ", ".join(dict.fromkeys(f"`{g[0].metric}`" for g in env_groups.values()))
         lines += [f"## {env}", "", f"Headline metric: {metrics}.", "",
-                  "| " + " | ".join(["algo", *params, "n", "peak", "final", "reaches 95 %", "wall s/trial"]) + " |",
-                  "|" + "---|" * (len(params) + 6)]
+                  "| " + " | ".join(["algo", *params, "n", "peak", "final", "reaches 95 %", "wall s/trial",
+                                          "per-seed peaks"]) + " |",
+                  "|" + "---|" * (len(params) + 7)]
         for group in env_groups.values():
             s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
             x95 = "–" if s.x95 is None else f"{s.x95:g}"
             cells = [group[0].algo, *(_value(group[0].params.get(p, "")) for p in params), str(s.n), _fmt(s.peak),
-                     _fmt(s.final), x95, f"{np.mean([t.wall for t in group]):.1f}"]
+                     _fmt(s.final), x95, f"{np.mean([t.wall for t in group]):.1f}",
+                     ", ".join(f"{_peak(t):.1f}" for t in sorted(group, key=lambda t: t.seed))]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     path.write_text("\n".join(lines))

@@ -1,0 +1,64 @@
+#!/usr/bin/env python
+"""Report the results of several ``steinrl sweep`` runs together (nothing is re-run).
+
+    python benchmarks/combine_sweeps.py --out docs/study_damped \\
+        runs/sweeps/study_damped runs/sweeps/study_damped_more:variant=frozen
+
+Each source is a sweep's output directory (its ``results.csv``), optionally followed by
+``:key=value[,key=value]``: values added to every trial of that source, to tell apart
+trials of one algorithm that different sweeps ran with different fixed config (``config:``
+in the spec is not a grid value, so it is not in ``results.csv``). Trials of the same env,
+algo and grid values are one group, so seeds 0-2 of one sweep and seeds 3-9 of another
+make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from steinrl.errors import ConfigError  # noqa: E402
+from steinrl.run.cli import run_cli  # noqa: E402
+from steinrl.run.sweep_report import read_results_csv, write_outputs  # noqa: E402
+
+
+def parse_source(text: str) -> tuple[Path, dict]:
+    """``DIR`` or ``DIR:key=value,key=value`` -> (results.csv path, extra grid values)."""
+    directory, _, extra = text.partition(":")
+    params = {}
+    for item in filter(None, extra.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"source {text!r}: expected DIR or DIR:key=value[,key=value]")
+        params[key] = yaml.safe_load(value)
+    path = Path(directory) / "results.csv"
+    if not path.is_file():
+        raise ConfigError(f"source {text!r}: {path} does not exist (give a steinrl sweep output directory)")
+    return path, params
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sources", nargs="+", metavar="DIR[:key=value,...]", help="sweep output directories")
+    p.add_argument("--out", required=True, help="directory for the combined results.csv, summary.md, curves.png")
+    args = p.parse_args(argv)
+    trials = []
+    for source in args.sources:
+        path, params = parse_source(source)
+        trials += read_results_csv(path, params)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = " ".join(["python benchmarks/combine_sweeps.py", *(sys.argv[1:] if argv is None else argv)])
+    write_outputs(trials, out, command)
+    print(f"combine_sweeps trials={len(trials)} sources={len(args.sources)} out={out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
