@@ -254,7 +254,8 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
     lines = ["# Sweep summary", "", f"Made by: `{command}`", "", *notes, "" if notes else "",
              "Per group: the number of seeds n; the seed mean ± the half width of its 95 % confidence interval "
              "(Student t, n − 1 degrees of freedom) of each trial's PEAK (best value over its iterations: the "
-             "largest return, the smallest regret) and FINAL headline value; *reaches 95 %*: the first iteration "
+             "largest return, the smallest regret) and FINAL headline value; *mean-curve peak*: the best value of the "
+             "seed-mean curve (the SVPG code's and round 1's metric: at most the mean of the peaks); *reaches 95 %*: the first iteration "
              "(bandits: round) at which the seed-mean curve is within 5 % of its rise from its first value to its "
              "peak; the mean wall time per trial; each seed's peak, by seed.", ""]
     groups = _groups(trials)
@@ -263,14 +264,16 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
         params = list(dict.fromkeys(p for g in env_groups.values() for p in g[0].params))
         metrics = ", ".join(dict.fromkeys(f"`{g[0].metric}`" for g in env_groups.values()))
         lines += [f"## {env}", "", f"Headline metric: {metrics}.", "",
-                  "| " + " | ".join(["algo", *params, "n", "peak", "final", "reaches 95 %", "wall s/trial",
-                                          "per-seed peaks"]) + " |",
-                  "|" + "---|" * (len(params) + 7)]
+                  "| " + " | ".join(["algo", *params, "n", "peak", "final", "mean-curve peak",
+                                          "reaches 95 %", "wall s/trial", "per-seed peaks"]) + " |",
+                  "|" + "---|" * (len(params) + 8)]
         for group in env_groups.values():
             s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
             x95 = "–" if s.x95 is None else f"{s.x95:g}"
+            best = np.nanmax if headline_mode(group[0].metric) == "max" else np.nanmin
+            curve_peak = f"{best(s.mean):.1f}" if any(m == m for m in s.mean) else "–"
             cells = [group[0].algo, *(_value(group[0].params.get(p, "")) for p in params), str(s.n), _fmt(s.peak),
-                     _fmt(s.final), x95, f"{np.mean([t.wall for t in group]):.1f}",
+                     _fmt(s.final), curve_peak, x95, f"{np.mean([t.wall for t in group]):.1f}",
                      ", ".join(f"{_peak(t):.1f}" for t in sorted(group, key=lambda t: t.seed))]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
