@@ -10,6 +10,14 @@ trials of one algorithm that different sweeps ran with different fixed config (`
 in the spec is not a grid value, so it is not in ``results.csv``). Trials of the same env,
 algo and grid values are one group, so seeds 0-2 of one sweep and seeds 3-9 of another
 make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` to --out.
+
+``--archive`` writes ``results.csv.gz`` with only each trial's headline metric instead of
+``results.csv`` (a sweep's full ``results.csv`` is ~0.7 MB per trial; the archive ~13 kB):
+the form in which docs/study/ keeps the study behind docs/results.md, so that its tables
+can be re-made, and combined, from the repository alone:
+
+    python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out docs/study/exact_10seeds
+    python benchmarks/combine_sweeps.py docs/study/exact_10seeds docs/study/damped_10seeds --out /tmp/both
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli import run_cli  # noqa: E402
-from steinrl.run.sweep_report import read_results_csv, write_outputs  # noqa: E402
+from steinrl.run.sweep_report import (  # noqa: E402
+    plot_curves, read_results_csv, write_outputs, write_results_csv, write_summary)
 
 
 def parse_source(text: str) -> tuple[Path, dict]:
@@ -37,16 +46,20 @@ def parse_source(text: str) -> tuple[Path, dict]:
         if not sep or not key:
             raise ConfigError(f"source {text!r}: expected DIR or DIR:key=value[,key=value]")
         params[key] = yaml.safe_load(value)
-    path = Path(directory) / "results.csv"
-    if not path.is_file():
-        raise ConfigError(f"source {text!r}: {path} does not exist (give a steinrl sweep output directory)")
-    return path, params
+    for name in ("results.csv", "results.csv.gz"):
+        path = Path(directory) / name
+        if path.is_file():
+            return path, params
+    raise ConfigError(f"source {text!r}: {directory} has no results.csv or results.csv.gz "
+                      "(give a steinrl sweep output directory or a --archive one)")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="DIR[:key=value,...]", help="sweep output directories")
     p.add_argument("--out", required=True, help="directory for the combined results.csv, summary.md, curves.png")
+    p.add_argument("--archive", action="store_true",
+                   help="write results.csv.gz with the headline metric only, instead of results.csv")
     args = p.parse_args(argv)
     trials = []
     for source in args.sources:
@@ -55,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python benchmarks/combine_sweeps.py", *(sys.argv[1:] if argv is None else argv)])
-    write_outputs(trials, out, command)
+    if args.archive:
+        write_results_csv(trials, out / "results.csv.gz", headline_only=True)
+        write_summary(trials, out / "summary.md", command)
+        plot_curves(trials, out / "curves.png")
+    else:
+        write_outputs(trials, out, command)
     print(f"combine_sweeps trials={len(trials)} sources={len(args.sources)} out={out}")
     return 0
 

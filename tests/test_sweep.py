@@ -230,6 +230,15 @@ def test_results_of_two_sweeps_combine_into_one_group(tmp_path):
                             "--out", str(tmp_path / "split")]) == 0
     summary = (tmp_path / "split" / "summary.md").read_text()
     assert "| svgd-a2c |  | 2 | 15.0 ± " in summary and "| svgd-a2c | frozen | 1 | 60.0 |" in summary
+    # an archive keeps the headline curve only, and combines like a sweep directory
+    assert combine["main"]([str(tmp_path / "a"), "--archive", "--out", str(tmp_path / "arch")]) == 0
+    assert not (tmp_path / "arch" / "results.csv").exists()
+    archived = read_results_csv(tmp_path / "arch" / "results.csv.gz")
+    assert [(t.seed, t.curve(), t.wall) for t in archived] == [(0, {1.0: 5.0, 2.0: 10.0}, 3.0),
+                                                               (1, {1.0: 15.0, 2.0: 20.0}, 3.0)]
+    assert all("train/x" not in r for t in archived for r in t.rows)
+    assert combine["main"]([str(tmp_path / "arch"), str(tmp_path / "b"), "--out", str(tmp_path / "ab2")]) == 0
+    assert row in (tmp_path / "ab2" / "summary.md").read_text()
 
 
 # --- end to end -------------------------------------------------------------------------

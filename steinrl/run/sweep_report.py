@@ -16,6 +16,7 @@ needs nothing beyond the standard library and numpy.
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -183,14 +184,16 @@ def _label(trial: TrialRun) -> str:
     return " ".join([trial.algo, *(f"{k}={_value(v)}" for k, v in trial.params.items())])
 
 
-def write_results_csv(trials: Sequence[TrialRun], path: Path) -> None:
-    """``results.csv``: one row per trial and iteration."""
+def write_results_csv(trials: Sequence[TrialRun], path: Path, headline_only: bool = False) -> None:
+    """``results.csv``: one row per trial and iteration; gzip-compressed where ``path`` ends
+    in ``.gz``. ``headline_only`` keeps only each trial's headline metric (an archive small
+    enough to keep beside the docs)."""
     params = list(dict.fromkeys(k for t in trials for k in t.params))
     headlines = list(dict.fromkeys(t.metric for t in trials))
-    others = sorted({k for t in trials for r in t.rows for k in r} - {"iteration", *headlines})
+    others = [] if headline_only else sorted({k for t in trials for r in t.rows for k in r} - {"iteration", *headlines})
     columns = ["trial_id", "algo", "env", "seed", *params, "iteration", *headlines, *others, "wall_s"]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, columns, restval="")
+    with _open_text(path, "w") as f:
+        writer = csv.DictWriter(f, columns, restval="", extrasaction="ignore")
         writer.writeheader()
         for t in trials:
             for r in t.rows:
@@ -209,7 +212,7 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
 
     from steinrl.run.algos import parse_algo
 
-    with open(path, newline="") as f:
+    with _open_text(path, "r") as f:
         reader = csv.DictReader(f)
         columns = list(reader.fieldnames or [])
         if not {"trial_id", "algo", "env", "seed", "iteration", "wall_s"} <= set(columns):
@@ -231,6 +234,13 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
                                {**grid, **(extra_params or {})}, job.headline_metric,
                                getattr(job, "x_metric", None) or "iteration", values, float(first["wall_s"])))
     return trials
+
+
+def _open_text(path: str | Path, mode: str):
+    """A text file for the csv module; gzip where the name ends in ``.gz``."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", newline="")
+    return open(path, mode, newline="")
 
 
 def _value(value: Any) -> str:
