@@ -110,6 +110,20 @@ def test_householder_without_scales_is_reflected_c():
     assert "lambda_in" in layer.state_dict()
 
 
+def test_kronecker_without_scales_is_a_c_bt():
+    """scales=False on the K-Linear layer: W = A C Bᵀ with unit-lower-triangular A, B built
+    by hand, Λ fixed at 1, and no lambda parameters or prior groups."""
+    gen = torch.Generator().manual_seed(3)
+    layer = make_layer("kronecker", 2, 3, 4, dtype=F64, generator=gen, factor_std=0.5, scales=False)
+    assert {n for n, _ in layer.named_parameters()} == {"C", "A", "B", "bias"}
+    assert set(layer.param_groups()) == {"C", "A", "B", "bias"}
+    W = layer.weight().detach()
+    for i in range(2):
+        A = torch.eye(3, dtype=F64) + torch.tril(layer.A[i].detach(), -1)
+        B = torch.eye(4, dtype=F64) + torch.tril(layer.B[i].detach(), -1)
+        torch.testing.assert_close(W[i], A @ layer.C[i].detach() @ B.T, atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize("K", [0, 1, 2, 4])
 @pytest.mark.parametrize("bias", [True, False])
 def test_householder_parameter_count(K, bias):

@@ -175,6 +175,12 @@ class FactoredLinear(StructuredLinear):
     the initial value (W's scale is then not shrunk by the prior).
     """
 
+    options = (
+        Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = L C Rᵀ)."),
+        Option("scales_centre", float, 0.0, "Centre of the prior on Λ1, Λ2: it scores Λ − centre "
+               "(0: the paper's zero-mean prior; 1: centred on the initial Λ = 1)."),
+    )
+
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, scales: bool = True,
                  scales_centre: float = 0.0, **kwargs) -> None:
         super().__init__(num_particles, in_features, out_features, **kwargs)
@@ -225,9 +231,7 @@ class HouseholderLinear(FactoredLinear):
 
     options = (
         Option("K", int, 1, "Householder reflections per side (0: P = Q = I, the VMG prior).", check=non_negative),
-        Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = P C Qᵀ)."),
-        Option("scales_centre", float, 0.0, "Centre of the prior on Λ1, Λ2: it scores Λ − centre "
-               "(0: the paper's zero-mean prior; 1: centred on the initial Λ = 1)."),
+        *FactoredLinear.options,
     )
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, K: int = 1, **kwargs) -> None:
@@ -298,6 +302,7 @@ class KroneckerLinear(FactoredLinear):
     options = (
         Option("factor_std", float, 0.01, "Init std of the strictly-lower entries of the factors A, B.",
                check=non_negative),
+        *FactoredLinear.options,
     )
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, factor_std: float = 0.01,
