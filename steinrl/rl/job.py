@@ -103,6 +103,9 @@ class PolicyGradientJob:
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
         Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
+        # α = 10, the papers'. The swing-up tasks' own files (configs/CartpoleSwingUp.yaml,
+        # configs/CartpoleSwingUpRllab.yaml) set 15, where the study measured it best; on
+        # DoublePendulum 15 was no better (docs/results.md#temperature-α).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )
