@@ -11,6 +11,9 @@ in the spec is not a grid value, so it is not in ``results.csv``). Trials of the
 algo and grid values are one group, so seeds 0-2 of one sweep and seeds 3-9 of another
 make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` to --out.
 
+``--where key=value`` (repeatable) keeps only the trials whose algo, env, seed or grid value
+``key`` equals ``value`` (``--where temperature=15``: one grid point of a wider sweep).
+
 ``--archive`` writes ``results.csv.gz`` with only each trial's headline metric instead of
 ``results.csv`` (a sweep's full ``results.csv`` is ~0.7 MB per trial; the archive ~13 kB):
 the form in which docs/study/ keeps the study behind docs/results.md, so that its tables
@@ -54,17 +57,40 @@ def parse_source(text: str) -> tuple[Path, dict]:
                       "(give a steinrl sweep output directory or a --archive one)")
 
 
+def parse_where(items: list[str]) -> dict:
+    """``["temperature=15", "algo=svgd-a2c"]`` -> ``{"temperature": 15, "algo": "svgd-a2c"}``."""
+    where = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--where {item!r}: expected key=value, e.g. --where temperature=15")
+        where[key] = yaml.safe_load(value)
+    return where
+
+
+def matches(trial, where: dict) -> bool:
+    """Whether a trial's algo / env / seed / grid values equal every ``where`` value."""
+    fields = {"algo": trial.algo, "env": trial.env, "seed": trial.seed, **trial.params}
+    return all(key in fields and fields[key] == value for key, value in where.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="DIR[:key=value,...]", help="sweep output directories")
     p.add_argument("--out", required=True, help="directory for the combined results.csv, summary.md, curves.png")
     p.add_argument("--archive", action="store_true",
                    help="write results.csv.gz with the headline metric only, instead of results.csv")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep only trials whose algo, env, seed or grid value KEY equals VALUE (repeatable)")
     args = p.parse_args(argv)
+    where = parse_where(args.where)
     trials = []
     for source in args.sources:
         path, params = parse_source(source)
         trials += read_results_csv(path, params)
+    trials = [t for t in trials if matches(t, where)]
+    if not trials:
+        raise ConfigError(f"no trial matches --where {' '.join(args.where)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python benchmarks/combine_sweeps.py", *(sys.argv[1:] if argv is None else argv)])

@@ -239,6 +239,17 @@ def test_results_of_two_sweeps_combine_into_one_group(tmp_path):
     assert all("train/x" not in r for t in archived for r in t.rows)
     assert combine["main"]([str(tmp_path / "arch"), str(tmp_path / "b"), "--out", str(tmp_path / "ab2")]) == 0
     assert row in (tmp_path / "ab2" / "summary.md").read_text()
+    # --where keeps one grid point / seed; a filter that matches nothing is a one-line error
+    assert combine["main"]([str(tmp_path / "a"), str(tmp_path / "b") + ":variant=frozen", "--where", "variant=frozen",
+                            "--out", str(tmp_path / "w")]) == 0
+    summary = (tmp_path / "w" / "summary.md").read_text()
+    assert "| svgd-a2c | frozen | 1 | 60.0 |" in summary and "| svgd-a2c |  |" not in summary
+    assert combine["main"]([str(tmp_path / "a"), "--where", "seed=1", "--out", str(tmp_path / "s1")]) == 0
+    assert "| svgd-a2c | 1 | 20.0 | 20.0 |" in (tmp_path / "s1" / "summary.md").read_text()
+    for where in ("seed=7", "seed"):
+        assert combine["run_cli"](combine["main"], [str(tmp_path / "a"), "--where", where,
+                                                    "--out", str(tmp_path / "none")]) == 2
+    assert not (tmp_path / "none").exists()
 
 
 # --- end to end -------------------------------------------------------------------------
