@@ -159,6 +159,8 @@ def test_swingup_tasks_default_to_temperature_15_and_the_paper_preset_restores_1
             assert steinrl.load_config(algo, env).temperature == 15.0
             assert steinrl.load_config(algo, env, preset="fast").temperature == 15.0
             assert steinrl.load_config(algo, env, preset="paper").temperature == 10.0
+        assert steinrl.load_config("s2vgd-a2c", f"steinrl/{env}-v0").temperature == 15.0  # the id, too
+    assert steinrl.load_config("s2vgd-a2c", "steinrl/Cartpole-v0").iterations == 100  # configs/Cartpole.yaml
     for env in ("DoublePendulum", "Cartpole", "Pendulum-v1"):
         assert steinrl.load_config("s2vgd-a2c", env).temperature == 10.0
     assert steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"temperature": 7}).temperature == 7.0
