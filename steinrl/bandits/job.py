@@ -78,6 +78,7 @@ class BanditJob:
     """
 
     headline_metric = "bandit/cumulative_regret"
+    headline_mode = "min"  #: smaller regret is better
     x_metric = "bandit/rounds"  #: curves are drawn against the rounds played
     options: tuple[Option, ...] = (
         Option("rounds", int, 2000, "Rounds to play (Showdown: 2000 contexts).", check=at_least_one),

@@ -100,6 +100,8 @@ class PolicyGradientJob:
 
     #: The scalar summarising a run (the papers' metric): its final and best values end a CLI run.
     headline_metric = "rollout/ep_rew_max_particle"
+    headline_mode = "max"  #: larger returns are better
+    x_metric = None  #: curves are drawn against the iteration
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
         Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),

@@ -1,0 +1,83 @@
+"""The Job contract: what a kind of run (RL, bandits, ...) gives the run stack.
+
+``steinrl.run`` (the Trainer, the run loop, the CLI, sweeps, plots, ``evaluate``) knows
+jobs only through this protocol: it never tests a job's name or its metric's name.
+A job class declares its algorithms and config sections, its headline metric and the
+direction in which that metric is better, what its curves are drawn against, how a
+policy is loaded from one of its checkpoints; an instance is built from a resolved config
+and a list of seeds (one or several, trained as one batch) and is stepped one iteration
+at a time.
+
+Shapes: a job of S seeds returns, per :meth:`Job.step`, S scalar dicts (seed order).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from steinrl.registry import Option
+
+__all__ = ["Job", "HeadlineMode"]
+
+#: ``max``: a larger headline value is better (returns); ``min``: smaller is better (regret).
+HeadlineMode = Literal["max", "min"]
+
+
+@runtime_checkable
+class Job(Protocol):
+    """A kind of run, stepped by :class:`steinrl.Trainer`.
+
+    Class-level facts (read without building the job):
+    """
+
+    #: The scalar summarising a run; its final and best values end a CLI run.
+    headline_metric: ClassVar[str]
+    #: Whether the headline metric is better larger (``max``) or smaller (``min``).
+    headline_mode: ClassVar[HeadlineMode]
+    #: The scalar curves are drawn against; None: the iteration index.
+    x_metric: ClassVar[str | None]
+    #: Top-level config options of this kind of run (besides the Trainer's own).
+    options: ClassVar[tuple[Option, ...]]
+
+    @staticmethod
+    def algorithm_names() -> list[str]: ...
+
+    @staticmethod
+    def parse(name: str) -> tuple[str | None, str] | None:
+        """``(method, estimator)`` of an algorithm name of this job, or None."""
+
+    @classmethod
+    def sections(cls, method: Any, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]: ...
+
+    @classmethod
+    def summary(cls, rows: list[dict[str, float]]) -> str:
+        """One line summarising a run's metric rows (final and best headline value)."""
+
+    @staticmethod
+    def progress_fields(scalars: dict[str, float]) -> dict[str, str]: ...
+
+    @staticmethod
+    def check_env(name: str) -> None: ...
+
+    @classmethod
+    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
+        """The acting policy held by ``job_state`` (a checkpoint's ``job`` entry), or None if
+        this kind of run has no policy to act with (its evaluation is its logged metrics)."""
+
+    # --- an instance: built from a config and its seeds ---------------------------------
+    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None: ...
+
+    @property
+    def num_steps(self) -> int:
+        """Iterations of the whole run."""
+
+    def step(self, iteration: int, hooks: Any = None) -> list[dict[str, float]] | None:
+        """One iteration of every seed: one scalar dict per seed (None: a hook vetoed it)."""
+
+    def state_dict(self, seed_index: int = 0) -> dict[str, Any]:
+        """Seed ``seed_index``'s state, in the format of a single-seed job."""
+
+    def load_state_dict(self, states: list[dict[str, Any]]) -> None:
+        """Continue from one state per seed (:meth:`state_dict`)."""
+
+    def close(self) -> None: ...
