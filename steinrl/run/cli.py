@@ -13,40 +13,11 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from steinrl.errors import ConfigError
+from steinrl.run.cli_base import EXIT_DIVERGED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, _Parser, run_cli
 from steinrl.run.sweep import sweep_main
-
-EXIT_USAGE = 2
-EXIT_DIVERGED = 3
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
-
-
-def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """Run ``main``; a user error prints one line ``error: ...`` and returns 2, a second Ctrl-C 130."""
-    try:
-        return main(argv)
-    except ConfigError as exc:
-        msg = " ".join(str(exc.args[0] if exc.args else exc).split())
-        print(f"error: {msg}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("aborted (Ctrl-C twice): the last saved checkpoint is kept", file=sys.stderr)
-        return EXIT_SIGINT
-    except MemoryError:
-        print("error: out of memory: the run's sizes (particles, envs, batch) need more than this machine has",
-              file=sys.stderr)
-        return EXIT_USAGE
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and exit 2 (as everything else)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{self.prog}: {message}")
-
 
 # --- train ------------------------------------------------------------------------------
 def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:

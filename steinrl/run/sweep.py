@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from steinrl.errors import ConfigError
+from steinrl.run.cli_base import Parser
 from steinrl.run.config import Config, load_config, load_yaml
 from steinrl.run.sweep_report import headline_mode, trial_runs, write_outputs
 
@@ -382,9 +383,7 @@ def _report(results: Any, out: Path, command: str) -> int:
 # --- the command ------------------------------------------------------------------------
 def sweep_main(argv: Sequence[str] | None = None, prog: str = "steinrl sweep") -> int:
     """``steinrl sweep SPEC.yaml [--out DIR] [--address ADDR]``."""
-    from steinrl.run.cli import _Parser
-
-    p = _Parser(prog=prog, description="Run algorithms x tasks x seeds (x a grid or a search) on Ray Tune; "
+    p = Parser(prog=prog, description="Run algorithms x tasks x seeds (x a grid or a search) on Ray Tune; "
                                        "started again, continue from the trials' checkpoints. Spec: docs/sweeps.md.")
     p.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the spec's out)")
