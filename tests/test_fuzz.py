@@ -432,9 +432,18 @@ def test_a_bare_name_key_must_say_whose_name(prior):
     assert dict(load_config(overrides=parse_set([f"prior.name={prior}"]))["prior"])["name"] == prior
 
 
-def test_train_cli_with_a_seed_beyond_64_bits_exits_0_or_2(tmp_path, capsys):
-    code = run_cli(train_main, [*TINY_ARGS, "--iterations", "1", "--seed", str(2**64), "--logdir", str(tmp_path)])
-    assert code in (0, 2)
+@pytest.mark.parametrize("seed", [2**32, 2**64])
+def test_train_cli_with_a_seed_beyond_32_bits_exits_2(tmp_path, capsys, seed):
+    # seeds are in [0, 2**32), as --seeds and the config's seed check say: 2**64 is no exception
+    code = run_cli(train_main, [*TINY_ARGS, "--iterations", "1", "--seed", str(seed), "--logdir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and list(tmp_path.iterdir()) == []
+    assert err.startswith("error:") and "[0, 2**32)" in err and str(seed) in err and "Traceback" not in err
+
+
+def test_train_cli_with_the_largest_seed_trains(tmp_path, capsys):
+    code = run_cli(train_main, [*TINY_ARGS, "--iterations", "1", "--seed", str(2**32 - 1), "--logdir", str(tmp_path)])
+    assert code == 0 and len(list(tmp_path.glob("Cartpole/*/seed4294967295-*/metrics.jsonl"))) == 1
 
 
 def test_train_cli_with_an_absurd_particle_count_exits_2(tmp_path, capsys):
