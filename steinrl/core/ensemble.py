@@ -12,14 +12,12 @@ activation; gradients flow from the dense weights back to the structured paramet
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
-from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.layers import StructuredLinear, make_layer
 from steinrl.core.priors import Prior
 
@@ -27,33 +25,9 @@ __all__ = ["EnsembleMLP", "mlp_forward", "ACTIVATIONS"]
 
 Dense = list[tuple[Tensor, Tensor]]
 
-# In-place activations (applied to fresh baddbmm outputs, so safe for autograd).
-_INPLACE: dict[str, Callable[[Tensor], Tensor] | None] = {
-    "tanh": torch.tanh_,
-    "relu": torch.relu_,
-    "elu": F.elu_,
-    "identity": None,
-}
-_MODULES: dict[str, Callable[[], nn.Module]] = {
-    "tanh": nn.Tanh,
-    "relu": nn.ReLU,
-    "elu": nn.ELU,
-    "identity": nn.Identity,
-}
-# Init gain of hidden layers: LeCun-style 1.0 for tanh/identity, He-style √2 for the
-# rectifiers (torch.nn.init.calculate_gain("relu")).
-_HIDDEN_GAIN: dict[str, float] = {
-    "tanh": 1.0,
-    "relu": torch.nn.init.calculate_gain("relu"),
-    "elu": torch.nn.init.calculate_gain("relu"),
-    "identity": 1.0,
-}
-ACTIVATIONS = tuple(_INPLACE)
-
 
 def _check_activation(activation: str) -> None:
-    if activation not in _INPLACE:
-        raise ValueError(f"unknown activation {activation!r}; choices: {list(ACTIVATIONS)}")
+    ACTIVATIONS.get(activation)  # ConfigError (a ValueError) naming the registered ones
 
 
 # On CPU, tanh of a large hidden block is computed as 2·sigmoid(2z) − 1, the affine parts
@@ -80,7 +54,7 @@ def mlp_forward(dense: Sequence[tuple[Tensor, Tensor]], x: Tensor, activation: s
     faster in that orientation for the narrow layers of a policy.
     """
     _check_activation(activation)
-    act = _INPLACE[activation]
+    act = ACTIVATIONS.get(activation).inplace
     M = dense[0][0].shape[0]
     if x.dim() == 2:  # B in, shared by all particles
         h = x.mT.expand(M, x.shape[1], x.shape[0])  # M in B (stride 0 over M)
@@ -167,7 +141,7 @@ class EnsembleMLP(nn.Module):
         options = dict(layer_options or {})
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            gain = output_gain if i == len(sizes) - 2 else _HIDDEN_GAIN[activation]
+            gain = output_gain if i == len(sizes) - 2 else ACTIVATIONS.get(activation).gain
             if init == "glorot":  # Var W = gain² · 2 / (in + out) (Glorot & Bengio), as the SVPG code
                 gain *= math.sqrt(2.0 * n_in / (n_in + n_out))
             layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, generator=generator,
@@ -217,7 +191,7 @@ class EnsembleMLP(nn.Module):
             lin.bias.copy_(b[i])
             modules.append(lin)
             if k < len(dense) - 1 and self.activation != "identity":
-                modules.append(_MODULES[self.activation]())
+                modules.append(ACTIVATIONS.get(self.activation).module())
         return nn.Sequential(*modules)
 
     def extra_repr(self) -> str:
