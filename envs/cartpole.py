@@ -22,7 +22,7 @@ damping torque ``−b θ̇³`` on the pole (``joint_damping = b``, default 0: ex
 ``−b θ̇³`` to the right-hand side of the ``θ`` equation; the rllab-compatible tasks of
 :mod:`steinrl.envs.cartpole_rllab` use it to reproduce Box2D's numerical damping.
 
-Tasks (DESIGN.md section 3):
+Tasks (specified in docs/tasks.md, section "Task specification"):
 
 - :class:`CartpoleEnv` / :class:`CartpoleVectorEnv` -- balancing. Obs ``[x, ẋ, θ, θ̇]``;
   reset each component ~ U(±[0.12, 0.2, 0.01, 0.2]); done when ``|x| > 2.4`` m or

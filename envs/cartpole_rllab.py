@@ -52,7 +52,7 @@ it is given are consistent with the joint), so from fresh reset states the large
 |Δθ̇| is 4.0e-2 rad/s here against 1.6e-2 for exact physics (medians 2.1e-3 both); the
 position solver's extra angle lag of about ``3e-5 θ̇³`` rad per step (modelling it moves
 the energy figures by about 0.01); the solver's
-warm-start noise; and rllab's reset quirk (DESIGN.md: not to be reproduced).
+warm-start noise; and rllab's reset quirk (deliberately not reproduced: docs/tasks.md).
 
 The damping is explicit in ``θ̇`` and stable (it shrinks ``|θ̇|`` without overshoot) for
 ``|θ̇| < 33 rad/s``, above Box2D's cap of 31.4 rad/s that the physics applies each step.

@@ -17,7 +17,7 @@ Euler at ``dt = 0.01 s``, each action held for 2 integration steps (0.02 s per e
 Like Box2D, each |ω| is capped at π/2 rad of rotation per step (157 rad/s); this binds
 only under sustained full torque and keeps the state finite.
 
-Task (DESIGN.md section 3): obs ``[sin θ1, cos θ1, ω1, sin θ2, cos θ2, ω2]``; reset
+Task (docs/tasks.md, "Task specification"): obs ``[sin θ1, cos θ1, ω1, sin θ2, cos θ2, ω2]``; reset
 θ ~ N(0, 0.1²), ω ~ N(0, 0.01²); torque ``τ = clip(50 a, −50, 50)`` N·m; reward
 ``−‖tip − (0, 2)‖`` with rllab's formula ``tip = (sin θ1 − sin θ2, −cos θ1 − cos θ2)``
 (x-sign as in the original); never terminates; truncated after 500 steps.

@@ -19,8 +19,8 @@ state ``[x, ẋ, θ, θ̇]`` places the pole's centre at ``pivot + 0.5 (−sin �
 ``reset(quirk=True)`` reproduces rllab's ``CartpoleSwingupEnv.reset``: it restores the
 initial world and then moves the cart and turns the pole, but leaves the pole's body at
 the initial pivot position with zero linear velocity, so the joint is torn open by the
-cart's offset until the solver closes it during the first step. DESIGN.md says our tasks
-must not reproduce this; the model offers it to measure what it changes.
+cart's offset until the solver closes it during the first step. Our tasks do not reproduce
+this (docs/tasks.md, "Reset and other rules"); the model offers it to measure what it changes.
 
 :class:`Box2DDoublePendulum` is rllab's double pendulum: two 0.5 kg links (rectangles
 0.1 × 1 m, density 5) hanging from the origin, link 1 pinned to a static track at the

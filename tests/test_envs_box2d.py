@@ -2,8 +2,8 @@
 
 Box2D is a second, independent simulator of the same bodies: a constraint solver on
 maximal coordinates, where our physics solves the reduced Lagrangian equations. From the
-same state and force the two must agree to about Box2D's constraint-solver lag (DESIGN.md
-section 3: ~1e-3 rad/s), and a wrong mass in ours must show up far above that.
+same state and force the two must agree to about Box2D's constraint-solver lag (~1e-3 rad/s,
+docs/tasks.md), and a wrong mass in ours must show up far above that.
 Skipped when the optional ``Box2D`` package is missing (``pip install -e .[box2d]``).
 """
 

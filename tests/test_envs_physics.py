@@ -44,7 +44,7 @@ from steinrl.envs.double_pendulum import (  # noqa: E402
     DoublePendulumVectorEnv,
 )
 
-# Physical parameters as stated in DESIGN.md section 3 (written out again on purpose).
+# Physical parameters as stated in docs/tasks.md, "Task specification" (written out again on purpose).
 G = 10.0
 CART_M, POLE_M, POLE_L, POLE_I = 1.0, 0.1, 1.0, 0.1 * (1 + 0.01) / 12
 LINK_M, LINK_L, LINK_I = 0.5, 1.0, 0.5 * 1.01 / 12

@@ -1,4 +1,4 @@
-"""Priors over groups of particle parameters (S²VGD paper, eq. 14; DESIGN.md section 9).
+"""Priors over groups of particle parameters (S²VGD paper, eq. 14; docs/algorithms.md#priors-and-the-prior-weight).
 
 A model exposes its parameters as named *groups* (``{"0.C": (M, n), "0.bias": (M, n'), ...}``,
 see :meth:`steinrl.core.ensemble.EnsembleMLP.prior_groups`). A prior scores all groups of
