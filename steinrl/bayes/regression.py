@@ -3,7 +3,7 @@
 ``fit_regressor(method, X, y, ...) -> Regressor``; ``Regressor.predict(X) -> (mean, variance)``,
 ``Regressor.rmse(X, y)`` and ``Regressor.test_log_likelihood(X, y)`` on the original scale.
 
-Model (Liu & Wang 2016's SVGD BNN, DESIGN.md section 9), on inputs and targets standardised
+Model (Liu & Wang 2016's SVGD BNN; docs/bayes.md#bnn-regression), on inputs and targets standardised
 with the training mean / std (``np.std``, ddof 0; a constant column keeps std 1):
 y | x ~ N(f(x; W), 1/γ) with a learned noise precision γ ~ Gamma(a, rate b), a = 1, b = 0.1.
 
@@ -25,9 +25,8 @@ M vs M + 1; log γ starts at −log(mean squared residual of the initial network
 ``np.random.gamma(a0, b0)``, mean 0.1, although the model's Gamma has rate b); predictions
 average the particles. Their step, "AdaGrad with momentum", is RMSprop with decay 0.9, ε = 1e-6
 outside the root, lr 1e-3 (``optimizer="rmsprop", lr=1e-3`` here; theirs seeds the average with the
-first g² instead of 0.1 g²); on validation splits carved from training data it underfits (svgd,
-energy validation RMSE: RMSprop 1e-3 1.79 and Adam 1e-3 1.65 after 2000 steps, Adam 3e-3 0.51
-after 3000), so the default is Adam, lr 3e-3. Adam moves every coordinate by about lr per step, which caps the travel of log γ (yacht
+first g² instead of 0.1 g²); it underfits on validation splits carved from training data, so
+the default is Adam, lr 3e-3 (docs/results.md#uci-the-default-optimizer). Adam moves every coordinate by about lr per step, which caps the travel of log γ (yacht
 needs log γ ≈ 7-8 from ≈ 0): the optimised coordinate is log γ / ``noise_scale`` (default 10).
 Left open by the papers and chosen here: the number of epochs (the
 caller's; theirs runs 2000 minibatch steps), reshuffling every epoch (theirs cycles through one
