@@ -21,9 +21,28 @@ from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.layers import StructuredLinear, make_layer
 from steinrl.core.priors import Prior
 
-__all__ = ["EnsembleMLP", "mlp_forward", "ACTIVATIONS"]
+__all__ = ["ACTIVATIONS", "INITS", "EnsembleMLP", "mlp_forward", "orthogonal_"]
 
 Dense = list[tuple[Tensor, Tensor]]
+
+#: Weight inits of :class:`EnsembleMLP`.
+INITS = ("glorot", "lecun", "orthogonal")
+
+
+@torch.no_grad()
+def orthogonal_(weight: Tensor, gain: float = 1.0, generator: torch.Generator | None = None) -> Tensor:
+    """Fill ``weight (M, in, out)`` in place with M independent random (semi-)orthogonal
+    matrices times ``gain``: orthonormal columns if in >= out, else orthonormal rows.
+
+    :func:`torch.nn.init.orthogonal_` per particle (QR of a standard Gaussian matrix, the
+    signs fixed by diag(R), so the draw is Haar-distributed), batched over particles.
+    """
+    M, n_in, n_out = weight.shape
+    a = torch.randn(M, max(n_in, n_out), min(n_in, n_out), generator=generator, device=weight.device,
+                    dtype=weight.dtype)
+    q, r = torch.linalg.qr(a)
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+    return weight.copy_((q if n_in >= n_out else q.mT) * gain)
 
 
 def _check_activation(activation: str) -> None:
@@ -38,8 +57,10 @@ def _check_activation(activation: str) -> None:
 _TANH_VIA_SIGMOID_MIN = 8192
 
 
-def mlp_forward(dense: Sequence[tuple[Tensor, Tensor]], x: Tensor, activation: str = "tanh") -> Tensor:
-    """Evaluate M MLPs given their dense weights.
+def mlp_forward(dense: Sequence[tuple[Array, Array]], x: Array, activation: str = "tanh") -> Array:
+    """Evaluate M MLPs given their dense weights (torch tensors, or numpy arrays: the same
+    code runs on numpy views of the weights where a rollout step's tiny matmuls cost a
+    fraction of torch's per-call overhead).
 
     :param dense: per layer ``(W (M, in, out), b (M, out))``.
     :param x: ``(M, B, in)`` per-particle inputs, ``(B, in)`` one batch shared by all
@@ -54,6 +75,8 @@ def mlp_forward(dense: Sequence[tuple[Tensor, Tensor]], x: Tensor, activation: s
     faster in that orientation for the narrow layers of a policy.
     """
     _check_activation(activation)
+    if isinstance(x, np.ndarray):
+        return _numpy_forward(dense, x, ACTIVATIONS.get(activation).numpy)
     act = ACTIVATIONS.get(activation).inplace
     M = dense[0][0].shape[0]
     if x.dim() == 2:  # B in, shared by all particles
@@ -90,6 +113,20 @@ def mlp_forward(dense: Sequence[tuple[Tensor, Tensor]], x: Tensor, activation: s
     return out
 
 
+def _numpy_forward(dense: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray,
+                   act: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray:
+    """:func:`mlp_forward` on numpy arrays, ``x`` ``(M, B, in)``: the same feature-major
+    layer loop, ``Wᵀ h + b`` then the activation in place."""
+    h = x.swapaxes(-1, -2)  # M in B
+    last = len(dense) - 1
+    for i, (w, b) in enumerate(dense):
+        h = w.swapaxes(-1, -2) @ h  # M out B
+        h += b[:, :, None]
+        if i != last and act is not None:
+            h = act(h)
+    return h.swapaxes(-1, -2)  # M B out
+
+
 class EnsembleMLP(nn.Module):
     """M particle MLPs ``in_dim -> hidden... -> out_dim`` with structured layers.
 
@@ -102,9 +139,12 @@ class EnsembleMLP(nn.Module):
         ``"kronecker"`` (see :mod:`steinrl.core.layers`).
     :param layer_options: the family's options for every layer, e.g. ``{"K": 1}``.
     :param output_gain: init gain of the output layer (e.g. 0.01 for a policy head);
-        hidden layers use 1.0 for tanh/identity and √2 for relu/elu.
+        hidden layers use 1.0 for tanh/identity and √2 for relu/elu (``orthogonal``: √2
+        for every activation, as SB3 and CleanRL).
     :param init: ``"glorot"`` (default; Var W = gain²·2/(in+out), the SVPG code's
-        Glorot init) or ``"lecun"`` (Var W = gain²/in).
+        Glorot init), ``"lecun"`` (Var W = gain²/in) or ``"orthogonal"`` (each particle's
+        W, or the core C of a factored layer, a random (semi-)orthogonal matrix times the
+        gain, bias 0: PPO's usual init, see :func:`orthogonal_`).
     :param generator: draws the initial parameters (layer by layer, in order); None uses
         torch's global generator.
     :param device: where the parameters live.
@@ -129,8 +169,8 @@ class EnsembleMLP(nn.Module):
     ) -> None:
         super().__init__()
         _check_activation(activation)
-        if init not in ("glorot", "lecun"):
-            raise ValueError(f"unknown init {init!r}; choices: glorot, lecun")
+        if init not in INITS:
+            raise ValueError(f"unknown init {init!r}; choices: {', '.join(INITS)}")
         self.num_particles = int(num_particles)
         self.in_dim = int(in_dim)
         self.hidden = tuple(int(h) for h in hidden)
@@ -141,11 +181,15 @@ class EnsembleMLP(nn.Module):
         options = dict(layer_options or {})
         layers = []
         for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            gain = output_gain if i == len(sizes) - 2 else ACTIVATIONS.get(activation).gain
+            hidden_gain = math.sqrt(2.0) if init == "orthogonal" else ACTIVATIONS.get(activation).gain
+            gain = output_gain if i == len(sizes) - 2 else hidden_gain
             if init == "glorot":  # Var W = gain² · 2 / (in + out) (Glorot & Bengio), as the SVPG code
                 gain *= math.sqrt(2.0 * n_in / (n_in + n_out))
             layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, generator=generator,
                                      device=device, dtype=dtype, **options))
+            if init == "orthogonal":  # the dense W, or the core C of W = L Λ1 C Λ2 Rᵀ (Λ = 1 at init)
+                core = layers[-1].W if hasattr(layers[-1], "W") else layers[-1].C
+                orthogonal_(core, gain, generator)
         self.layers: nn.ModuleList = nn.ModuleList(layers)
 
     def dense(self) -> Dense:

@@ -105,19 +105,15 @@ class PolicyGradientJob:
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
         Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
-        # α = 10, the papers'. The swing-up tasks' own files (configs/CartpoleSwingUp.yaml,
-        # configs/CartpoleSwingUpRllab.yaml) set 15, where the study measured it best; on
-        # DoublePendulum 15 was no better (docs/results.md#temperature-α).
+        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results.md#temperature-α).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )
 
     #: Layer defaults of the RL algorithms of a method, over the method's own (the paper's),
     #: each set by a measurement (docs/results.md); ``--preset paper`` restores the paper's.
-    #: s2vgd: Λ1 = Λ2 = 1 fixed (W = P C Qᵀ, as the S²VGD code's RL layers). With the
-    #: paper's N(0, σ²) prior on learned Λ (centred on 0) the prior shrinks the scales and
-    #: s2vgd-a2c fails the swing-up: damped task, 10 seeds, fast preset, peak 116.8 ± 20.1
-    #: (0/10 seeds reach SVPG's 405); frozen Λ: 433.1 ± 56.6 (9/10), level with svgd-a2c.
+    #: s2vgd: Λ fixed at 1, since the paper's prior shrinks a learned Λ and fails the swing-up
+    #: (docs/results.md#defaults-that-followed).
     rl_layer_defaults: dict[str, dict[str, Any]] = {"s2vgd": {"scales": False}}
 
     @staticmethod
