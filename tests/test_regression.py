@@ -10,8 +10,8 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 from conftest import ROOT, run_script
-from steinrl.bayes.regression import (REGRESSION_METHODS, Standardizer, fit_regressor, load_uci,
-                                      split_indices)
+from steinrl.bayes.regression import (PARTICLE_METHODS, REGRESSION_METHODS, Standardizer, fit_regressor,
+                                      load_uci, split_indices)
 from steinrl.errors import ConfigError
 
 
@@ -90,6 +90,31 @@ def test_every_method_fits_and_predicts(method):
     assert np.isfinite(reg.test_log_likelihood(X[50:], y[50:]))
     again = fit_regressor(method, X[:50], y[:50], hidden=(6,), particles=4, epochs=2, seed=0, n_predict=7)
     np.testing.assert_array_equal(again.predict(X[50:])[0], mean)  # deterministic given the seed
+
+
+@pytest.mark.parametrize("method", REGRESSION_METHODS)
+def test_every_method_learns_a_nonlinear_function(method):
+    """y = sin(2 x₁) + x₂²/2 + N(0, 0.1²) on [−2, 2]²: every method's test RMSE is well below
+    both the training mean's and the least-squares linear fit's (numpy), which cannot follow
+    the curvature (both ≈ 0.83); a particle method's is near the noise floor, the RMSE of the
+    true function itself. Seed 0, 200 epochs of 2 minibatches (measured: particle methods
+    0.08-0.09, badam 0.11, kflow 0.15, bbb 0.22, rdp 0.45; after one epoch 0.88-1.11)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2.0, 2.0, size=(300, 2))
+    truth = np.sin(2.0 * X[:, 0]) + 0.5 * X[:, 1] ** 2
+    y = truth + 0.1 * rng.normal(size=300)
+    train, test = slice(0, 200), slice(200, 300)
+    mean_rmse = np.sqrt(np.mean((y[test] - y[train].mean()) ** 2))
+    A = np.hstack([X, np.ones((300, 1))])
+    coef = np.linalg.lstsq(A[train], y[train], rcond=None)[0]
+    linear_rmse = np.sqrt(np.mean((A[test] @ coef - y[test]) ** 2))
+    floor = np.sqrt(np.mean((truth[test] - y[test]) ** 2))
+    reg = fit_regressor(method, X[train], y[train], hidden=(20,), particles=5, epochs=200, lr=1e-2, seed=0,
+                        n_predict=20)
+    rmse = reg.rmse(X[test], y[test])
+    assert rmse < 0.7 * min(mean_rmse, linear_rmse), (rmse, mean_rmse, linear_rmse)
+    if method in PARTICLE_METHODS:
+        assert rmse < 1.5 * floor, (rmse, floor)
 
 
 def test_unknown_method_and_prior_are_config_errors():
