@@ -16,8 +16,9 @@ ALLOWED = {
     "rl": {"errors", "registry", "core", "envs", "rl"},
     "bandits": {"errors", "registry", "core", "bayes", "bandits"},
     "bayes": {"errors", "registry", "core", "bayes"},
-    "run": {"errors", "registry", "core", "envs", "rl", "bandits", "bayes", "run"},
-    "sb3": {"errors", "registry", "core", "envs", "rl", "run", "sb3"},
+    "baselines": {"errors", "registry", "core", "envs", "rl", "baselines"},
+    "run": {"errors", "registry", "core", "envs", "rl", "bandits", "bayes", "baselines", "run"},
+    "sb3": {"errors", "registry", "core", "envs", "rl", "baselines", "run", "sb3"},
 }
 
 

@@ -5,8 +5,10 @@ the particle update; the *estimator* fixes how the objective is estimated and th
 the kind of job: RL estimators (:data:`steinrl.rl.estimators.ESTIMATORS`: ``reinforce``,
 ``a2c``, ``ppo``) make a :class:`~steinrl.rl.job.PolicyGradientJob`; ``ts`` (Stein
 Thompson sampling) and the bandit baselines (``uniform``, ``linfullpost``, ...: names
-without a method) make a :class:`~steinrl.bandits.job.BanditJob`. Every list of valid
-names is read from the registries.
+without a method) make a :class:`~steinrl.bandits.job.BanditJob`; ``sb3-ppo`` and
+``sb3-ppo-zoo`` (Stable-Baselines3's PPO, with SB3's defaults or rl-zoo3's entry for the
+task) make a :class:`~steinrl.baselines.SB3PPOJob`. Every list of valid names is read from
+the registries.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steinrl.bandits.job import BanditJob
+from steinrl.baselines import SB3PPOJob
 from steinrl.errors import ConfigError
 from steinrl.registry import Registry
 from steinrl.rl.job import PolicyGradientJob
@@ -25,6 +28,7 @@ __all__ = ["Algorithm", "JOBS", "parse_algo", "algo_names"]
 JOBS: Registry[Any] = Registry("job")
 JOBS.register("rl", PolicyGradientJob)
 JOBS.register("bandit", BanditJob)
+JOBS.register("sb3", SB3PPOJob)
 
 
 @dataclass(frozen=True)
