@@ -191,7 +191,7 @@ def test_independent_kernel_and_single_particle_give_plain_gradient():
     torch.testing.assert_close(phi1, grad[:1])
     assert info1["bandwidth"].item() == 1.0 and info1["mean_pairwise_distance"].item() == 0
     with pytest.raises(ValueError, match="rbf.*independent"):
-        svgd_direction(theta, grad, kernel="imq")
+        svgd_direction(theta, grad, kernel="laplace")
     with pytest.raises(ValueError):
         svgd_direction(theta, grad[:, :2])
 

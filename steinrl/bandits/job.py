@@ -28,7 +28,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
 from steinrl.core.svgd import OPTIMIZERS
-from steinrl.core.updates import UPDATE_OPTIONS
+from steinrl.core.updates import UPDATES
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
 
 __all__ = ["BanditJob", "PROTOCOL_OPTIONS"]
@@ -118,7 +118,8 @@ class BanditJob:
                 Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
-            sections["update"] = tuple(o for o in UPDATE_OPTIONS if o.name == "bandwidth")
+            update = options_of(UPDATES.get(m.update))  # the bandwidth and (svgd) the kernel of the update
+            sections["update"] = tuple(o for o in update if o.name in ("bandwidth", "kernel"))
         return sections
 
     @classmethod

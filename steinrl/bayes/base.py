@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from steinrl.core.activations import ACTIVATIONS, hidden_init_std
 from steinrl.core.ensemble import mlp_forward
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry, options_of
@@ -47,11 +48,6 @@ __all__ = [
 Dense = list[tuple[Tensor, Tensor]]
 #: ``log_likelihood(pred (n, B, out), y (B, out)) -> (n, B)``.
 LogLikelihood = Callable[[Tensor, Tensor], Tensor]
-
-# Init gain of hidden layers (LeCun-style 1 for tanh/identity, He-style √2 for the
-# rectifiers); the output layer uses 1. The activations are those of mlp_forward.
-_HIDDEN_GAIN = {"tanh": 1.0, "identity": 1.0, "relu": math.sqrt(2.0), "elu": math.sqrt(2.0)}
-
 
 def softplus_inverse(value: float) -> float:
     """ρ with softplus(ρ) = value (value > 0)."""
@@ -123,11 +119,17 @@ class VariationalPosterior(nn.Module):
     """
 
     options: ClassVar[tuple[Option, ...]] = ()
+    #: option defaults for Thompson sampling in a bandit (online), where they differ from ``options``'
+    online_defaults: ClassVar[dict[str, Any]] = {}
+    #: option defaults for regression on standardised data, where they differ from ``options``'
+    regression_defaults: ClassVar[dict[str, Any]] = {}
+    #: True if :meth:`elbo_loss` is a loss per example (BADAM's mean NLL) rather than the
+    #: negative ELBO of the whole data set: a term added to it (a hyper-prior) is divided by N
+    loss_per_example: ClassVar[bool] = False
 
     def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu") -> None:
         super().__init__()
-        if activation not in _HIDDEN_GAIN:
-            raise ValueError(f"unknown activation {activation!r}; choices: {list(_HIDDEN_GAIN)}")
+        ACTIVATIONS.get(activation)  # ConfigError (a ValueError) naming the registered ones
         self.in_dim = int(in_dim)
         self.hidden = tuple(int(h) for h in hidden)
         self.out_dim = int(out_dim)
@@ -137,9 +139,9 @@ class VariationalPosterior(nn.Module):
         self.layer_shapes: tuple[tuple[int, int], ...] = tuple(zip(sizes[:-1], sizes[1:]))
 
     def init_std(self, layer: int) -> float:
-        """Std of the initial weights (means) of a layer: gain / √fan_in (LeCun / He)."""
-        gain = 1.0 if layer == len(self.layer_shapes) - 1 else _HIDDEN_GAIN[self.activation]
-        return gain / math.sqrt(self.layer_shapes[layer][0])
+        """Std of the initial weights (means) of a layer: gain / √fan_in (LeCun / He; the
+        activation's gain, 1 for the output layer)."""
+        return hidden_init_std(self.activation, self.layer_shapes[layer][0], output=layer == len(self.layer_shapes) - 1)
 
     def initial_weight_means(self, generator: torch.Generator | None = None) -> list[Tensor]:
         """Initial weight mean of every layer, ``(in, out)`` ~ N(0, init_std(i)²), input to

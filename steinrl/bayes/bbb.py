@@ -21,17 +21,14 @@ import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, VariationalPosterior
+from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.ensemble import mlp_forward
 from steinrl.registry import Option, at_least_one, open_unit_interval, positive
 
 __all__ = ["BayesByBackprop", "scale_mixture_log_prob"]
-
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu, "identity": None}
-
 
 def scale_mixture_log_prob(w: Tensor, pi: float, sigma1: float, sigma2: float) -> Tensor:
     """log of eq. (7) per entry: log[π N(w | 0, σ1²) + (1 − π) N(w | 0, σ2²)], same shape as w."""
@@ -116,7 +113,7 @@ class BayesByBackprop(VariationalPosterior):
 
     def _local_reparam_predict(self, x: Tensor, n: int, generator: torch.Generator | None) -> Tensor:
         """``x (B, in)`` -> ``(n, B, out)``, every pre-activation drawn from its Gaussian marginal."""
-        act = _ACTIVATIONS[self.activation]
+        act = ACTIVATIONS.get(self.activation)
         h = x
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
@@ -125,7 +122,7 @@ class BayesByBackprop(VariationalPosterior):
             shape = (n, *mean.shape[-2:])
             eps = torch.randn(shape, generator=generator, device=mean.device, dtype=mean.dtype)
             h = mean + var.sqrt() * eps  # n B out
-            if i != last and act is not None:
+            if i != last:
                 h = act(h)
         return h
 

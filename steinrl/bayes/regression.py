@@ -7,15 +7,18 @@ Model (Liu & Wang 2016's SVGD BNN; docs/bayes.md#bnn-regression), on inputs and 
 with the training mean / std (``np.std``, ddof 0; a constant column keeps std 1):
 y | x ~ N(f(x; W), 1/γ) with a learned noise precision γ ~ Gamma(a, rate b), a = 1, b = 0.1.
 
-- Particle methods (``svgd``, ``s2vgd``, ``vmg``, ``kron``: :data:`steinrl.core.METHODS`):
-  an :class:`~steinrl.core.EnsembleMLP` of M particles; ``prior="joint"`` learns per particle
-  one precision λ_g ~ Gamma(a, rate b) per weight group (``make_prior("joint", ...)``);
+- Particle methods (every method of :data:`steinrl.core.METHODS`: ``svgd``, ``s2vgd``, ``vmg``,
+  ``kron``, ``independent``): an :class:`~steinrl.core.EnsembleMLP` of M particles moved by the
+  method's update (its layer family and layer defaults, the Stein kernel ``kernel``);
+  ``prior="joint"`` learns per particle one precision λ_g ~ Gamma(a, rate b) per weight group (``make_prior("joint", ...)``);
   ``prior="invgamma"`` marginalises λ_g in closed form. log γ (M, 1) and log λ (M, G) sit in
   the SVGD particle vector with the weights. log target per particle, minibatch of B of N:
   (N/B) Σ_batch log N(y | f, 1/γ) + log p(log γ) + log p(W, log λ).
-- Variational methods (``bbb``, ``badam``, ``kflow``, ``rdp``: :mod:`steinrl.bayes`): the
-  posterior's minibatch ELBO with the same likelihood; γ is one point estimate (MAP under the
-  same Gamma prior) trained by Adam beside the posterior's own optimizer.
+- Variational methods (every posterior of :data:`steinrl.bayes.POSTERIORS`: ``bbb``, ``badam``,
+  ``kflow``, ``rdp``): the posterior's minibatch ELBO with the same likelihood; γ is one point
+  estimate (MAP under the same Gamma prior) trained by Adam beside the posterior's own optimizer.
+  The posterior's ``regression_defaults`` override its option defaults, and a posterior whose
+  loss is per example (``loss_per_example``, BADAM) gets the γ prior divided by N.
 
 Choices after Liu & Wang's UCI code (``python/bayesian_nn.py``; S²VGD's ``Regression/BayesianNN.py``
 copies it): batch 100; RBF kernel with the median heuristic — the ``s2vgd`` rule h = med²/log M
@@ -46,21 +49,21 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.bayes.base import VariationalPosterior, gaussian_log_likelihood, make_posterior
-from steinrl.core import METHODS as PARTICLE_REGISTRY
-from steinrl.core import EnsembleMLP, SVGD, make_prior
+from steinrl.bayes.base import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
+from steinrl.core.ensemble import EnsembleMLP
+from steinrl.core.methods import METHODS
+from steinrl.core.optim import gradient_step
+from steinrl.core.priors import log_gamma_prior, make_prior
+from steinrl.core.updates import make_update
 from steinrl.errors import ConfigError
 
-__all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "POSTERIOR_DEFAULTS", "Standardizer",
+__all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
            "Regressor", "fit_regressor", "load_uci", "split_indices"]
 
-PARTICLE_METHODS = ("svgd", "s2vgd", "vmg", "kron")
-VARIATIONAL_METHODS = ("bbb", "badam", "kflow", "rdp")
+#: The registered particle methods and variational posteriors (every one fits a regressor).
+PARTICLE_METHODS = tuple(METHODS.names())
+VARIATIONAL_METHODS = tuple(POSTERIORS.names())
 REGRESSION_METHODS = PARTICLE_METHODS + VARIATIONAL_METHODS
-#: Posterior options that differ from the library defaults for regression on standardised data:
-#: BADAM's default prior σ = 0.1 (its bandit appendix) shrinks eq. 14's mean by 1/σ² = 100 against
-#: N·√v, which pulled every prediction to the target mean on yacht; N(0, 1) as BBB-Gaussian / kflow.
-POSTERIOR_DEFAULTS = {"badam": {"prior_sigma": 1.0}}
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -125,19 +128,14 @@ class Regressor:
         return self.sampler(torch.zeros(1, len(self.x_scale.mean)))[1].detach().double().numpy()
 
 
-def _log_gamma_prior(log_x: Tensor, a: float, b: float) -> Tensor:
-    """log density of u = log x for x ~ Gamma(a, rate b) (Jacobian x included), up to a constant."""
-    return a * log_x - b * log_x.exp()
-
-
 def _batches(n: int, batch_size: int, gen: torch.Generator):
     order = torch.randperm(n, generator=gen)
     return torch.split(order, batch_size)
 
 
 def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epochs, batch_size, lr, gen, prior,
-                   a, b, optimizer, activation, noise_scale) -> tuple[nn.Module, Callable]:
-    spec = PARTICLE_REGISTRY.get(method)
+                   a, b, optimizer, kernel, activation, noise_scale) -> tuple[nn.Module, Callable]:
+    spec = METHODS.get(method)
     net = EnsembleMLP(particles, x.shape[1], hidden, 1, activation=activation, layer=spec.layer,
                       layer_options=spec.layer_defaults, init="lecun", generator=gen)
     groups = {k: g.shape[1] for k, g in net.prior_groups().items()}
@@ -159,7 +157,8 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)
     params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
-    svgd = SVGD(params, lr=lr, optimizer=optimizer, bandwidth="s2vgd", optimizer_kwargs=opt_kwargs)
+    svgd = make_update(spec.update, params, lr=lr, optimizer=optimizer, bandwidth="s2vgd", kernel=kernel,
+                       optimizer_kwargs=opt_kwargs)
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
             pred = net(x[idx]).squeeze(-1)  # M B
@@ -167,10 +166,8 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
             gamma = log_gamma.exp()
             sq = (pred - y[idx]).square().sum(1, keepdim=True)  # M 1
             log_lik = (n / len(idx)) * (0.5 * len(idx) * (log_gamma - _LOG_2PI) - 0.5 * gamma * sq)
-            log_target = (log_lik + _log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
-            svgd.zero_grad()
-            (-log_target.sum()).backward()
-            svgd.step()
+            log_target = (log_lik + log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
+            gradient_step(-log_target.sum(), [svgd])
     model = nn.ModuleDict({"net": net, "prior": weight_prior})
     model.register_parameter("noise_coordinate", u_gamma)
     return model, lambda xs: (net(xs).squeeze(-1), (noise_scale * u_gamma).squeeze(1).exp())
@@ -178,15 +175,16 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
 
 def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch_size, lr, gen, a, b, activation,
                      n_predict, seed, posterior_options, noise_scale) -> tuple[nn.Module, Callable]:
-    options = {**POSTERIOR_DEFAULTS.get(method, {}), **(posterior_options or {})}
+    cls = POSTERIORS.get(method)
+    options = {**cls.regression_defaults, **(posterior_options or {})}
     post: VariationalPosterior = make_posterior(method, x.shape[1], hidden, 1, activation, generator=gen, **options)
     n = x.shape[0]
     with torch.no_grad():
         mse = (post.predict(x, 1, gen)[0].squeeze(-1) - y).square().mean()
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)  # log γ = noise_scale · u, as for particles
     opt, opt_noise = post.make_optimizer(lr), torch.optim.Adam([u_gamma], lr=lr)
-    # BADAM descends the mean NLL per example (its elbo_loss), so its share of the γ prior is 1/N.
-    prior_weight = 1.0 / n if method == "badam" else 1.0
+    # a loss per example (BADAM's mean NLL) takes 1/N of the γ prior
+    prior_weight = 1.0 / n if cls.loss_per_example else 1.0
     y2 = y.unsqueeze(1)
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
@@ -195,12 +193,8 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
             def log_likelihood(pred: Tensor, target: Tensor, log_gamma: Tensor = log_gamma) -> Tensor:
                 return gaussian_log_likelihood(pred, target, log_gamma.exp())
             loss = post.elbo_loss(x[idx], y2[idx], log_likelihood, n, generator=gen)
-            loss = loss - prior_weight * _log_gamma_prior(log_gamma, a, b)
-            opt.zero_grad()
-            opt_noise.zero_grad()
-            loss.backward()
-            opt.step()
-            opt_noise.step()
+            loss = loss - prior_weight * log_gamma_prior(log_gamma, a, b)
+            gradient_step(loss, [opt, opt_noise])
     model = nn.ModuleDict({"posterior": post})
     model.register_parameter("noise_coordinate", u_gamma)
 
@@ -214,12 +208,13 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
 def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidden: Sequence[int] = (50,),
                   particles: int = 20, epochs: int = 500, batch_size: int = 100, lr: float = 3e-3, seed: int = 0,
                   prior: str = "joint", a: float = 1.0, b: float = 0.1, optimizer: str = "adam",
-                  activation: str = "relu", n_predict: int = 100, posterior_options: dict | None = None,
-                  noise_scale: float = 10.0) -> Regressor:
+                  kernel: str = "rbf", activation: str = "relu", n_predict: int = 100,
+                  posterior_options: dict | None = None, noise_scale: float = 10.0) -> Regressor:
     """Fit a BNN regressor ``X (N, d) -> y (N,)``.
 
-    :param method: ``svgd``, ``s2vgd``, ``vmg``, ``kron`` (M Stein particles) or ``bbb``,
-        ``badam``, ``kflow``, ``rdp`` (variational, :mod:`steinrl.bayes`).
+    :param method: a particle method of :data:`PARTICLE_METHODS` (``svgd``, ``s2vgd``, ``vmg``,
+        ``kron``, ``independent``: M particles) or a posterior of :data:`VARIATIONAL_METHODS`
+        (``bbb``, ``badam``, ``kflow``, ``rdp``: variational, :mod:`steinrl.bayes`).
     :param particles: M (particle methods).
     :param epochs: passes over the training data, minibatches of ``batch_size`` reshuffled
         every epoch (a last smaller batch counts with weight N/B too).
@@ -229,14 +224,16 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
     :param prior: ``"joint"`` (learned log λ_g per particle and group) or ``"invgamma"``
         (λ_g marginalised); particle methods only.
     :param a: Gamma shape of the hyper-priors on γ (and λ). :param b: their rate.
-    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of :class:`SVGD`).
+    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of :class:`~steinrl.core.SVGD`).
+    :param kernel: the Stein kernel of a coupled particle method (``rbf``, ``imq``, see
+        :data:`steinrl.core.kernels.KERNELS`).
     :param noise_scale: the optimised coordinate of the noise precision is u = log γ / noise_scale,
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
         short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
     :param n_predict: posterior draws averaged at prediction (variational methods).
     :param posterior_options: options of :func:`~steinrl.bayes.make_posterior` (over
-        :data:`POSTERIOR_DEFAULTS`).
+        the posterior's ``regression_defaults``).
     """
     if method not in REGRESSION_METHODS:
         raise ConfigError(f"unknown regression method {method!r}; choices: {', '.join(REGRESSION_METHODS)}")
@@ -253,7 +250,7 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
                   activation=activation, noise_scale=float(noise_scale))
     if method in PARTICLE_METHODS:
         model, sampler = _fit_particles(method, x, y, particles=particles, prior=prior, optimizer=optimizer,
-                                        **common)
+                                        kernel=kernel, **common)
     else:
         model, sampler = _fit_variational(method, x, y, n_predict=n_predict, seed=seed,
                                           posterior_options=posterior_options, **common)

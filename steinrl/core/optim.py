@@ -1,4 +1,10 @@
-"""Optimizers the particle update can hand −φ to, beyond torch's own.
+"""The one optimisation step of the package, and optimizers beyond torch's own.
+
+:func:`gradient_step` is the step every trainer takes (policy particles, critics, bandit
+models, variational posteriors, BNN regression): set the learning rate, zero the gradients,
+backward, an optional hook on the fresh gradients (e.g. a finiteness check), optional
+gradient-norm clipping, then step each optimizer. A :class:`~steinrl.core.svgd.SVGD` counts
+as an optimizer (it turns the gradients into −φ and steps its own).
 
 :class:`TFRMSprop` is TensorFlow 1's ``RMSPropOptimizer`` (what the Deep Bayesian Bandits
 Showdown code trains with), which differs from ``torch.optim.RMSprop`` in two ways that
@@ -13,12 +19,52 @@ lr_t = lr_0 / (1 + decay · t), t the optimizer steps taken so far (one global s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-__all__ = ["TFRMSprop", "inverse_time_lr"]
+__all__ = ["Steppable", "gradient_step", "TFRMSprop", "inverse_time_lr"]
+
+
+class Steppable(Protocol):
+    """What :func:`gradient_step` needs of an optimizer: a torch ``Optimizer`` or an ``SVGD``."""
+
+    param_groups: list[dict[str, Any]]
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+    def step(self) -> Any: ...
+
+
+def gradient_step(loss: Tensor, optimizers: Sequence[Steppable | None], *, lr: float | None = None,
+                  max_grad_norm: float | None = None, on_gradients: Callable[[], None] | None = None) -> Any:
+    """One descent step of every optimizer on the scalar ``loss``.
+
+    In order: every param group's ``lr`` set (if ``lr`` is given); every optimizer's gradients
+    zeroed; ``loss.backward()``; ``on_gradients()`` (e.g. a check that the gradients are
+    finite); the gradients of all the optimizers' parameters clipped to total norm
+    ``max_grad_norm`` (``torch.nn.utils.clip_grad_norm_``, if given); every optimizer stepped.
+
+    :param optimizers: in stepping order; None entries are skipped (an optional optimizer).
+    :return: what the first optimizer's ``step()`` returned (an ``SVGD``'s info dict).
+    """
+    active = [opt for opt in optimizers if opt is not None]
+    if lr is not None:
+        for opt in active:
+            for group in opt.param_groups:
+                group["lr"] = lr
+    for opt in active:
+        opt.zero_grad()
+    loss.backward()
+    if on_gradients is not None:
+        on_gradients()
+    if max_grad_norm is not None:
+        params = [p for opt in active for group in opt.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    results = [opt.step() for opt in active]
+    return results[0] if results else None
 
 
 class TFRMSprop(torch.optim.Optimizer):

@@ -29,9 +29,20 @@ from torch import Tensor, nn
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry, options_of, positive
 
-__all__ = ["Prior", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "PRIORS", "make_prior"]
+__all__ = ["Prior", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "PRIORS", "make_prior", "log_gamma_prior"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def log_gamma_prior(log_x: Tensor, a: float, b: float, x: Tensor | None = None) -> Tensor:
+    """The Gamma hyper-prior on a learned precision, in its log: the log density of u = log x
+    for x ~ Gamma(shape a, rate b), the Jacobian x included, elementwise (same shape as ``log_x``)::
+
+        log p(u) = a·log b − lgamma(a) + a·u − b·e^u
+
+    (the precisions of :class:`JointGammaPrior`, the bandit models' and the BNN regression's
+    noise precisions). ``x``: e^u if the caller has it already."""
+    return a * math.log(b) - math.lgamma(a) + a * log_x - b * (log_x.exp() if x is None else x)
 
 
 def _check_group(x: Tensor) -> None:
@@ -149,6 +160,8 @@ class JointGammaPrior(Prior):
 
     options = (_A, _B)
 
+    shared_state = ("group_sizes",)  #: the groups' sizes: no particle axis (steinrl.core.groups)
+
     def __init__(self, groups: Mapping[str, int], num_particles: int, a: float = 1.0, b: float = 0.1,
                  init_precision: float | None = None) -> None:
         super().__init__()
@@ -168,7 +181,7 @@ class JointGammaPrior(Prior):
         lam = u.exp()
         n = self.group_sizes  # G
         log_lik = 0.5 * n * (u - _LOG_2PI) - 0.5 * lam * sq_norm  # M G
-        log_hyper = self.a * math.log(self.b) - math.lgamma(self.a) + self.a * u - self.b * lam  # M G
+        log_hyper = log_gamma_prior(u, self.a, self.b, lam)  # M G
         return (log_lik + log_hyper).sum(1)
 
     def extra_repr(self) -> str:

@@ -1,32 +1,25 @@
 """Stein variational gradient descent over M particles, fused (no loop over particles).
 
 Each particle is flattened to θ_i ∈ R^D (stacked: Θ, shape ``(M, D)``); g_j is the
-gradient of the log target at θ_j. With the RBF kernel κ_ij = exp(−‖θ_i − θ_j‖²/h),
-the SVGD direction (S²VGD paper eq. 9) is
+gradient of the log target at θ_j. With a kernel k(x, y) = f(‖x − y‖²/h) from
+:data:`steinrl.core.kernels.KERNELS` (K_ij = k(θ_i, θ_j), R_ij = −f'(‖θ_i − θ_j‖²/h)), the
+SVGD direction is
 
-    φ_i = (1/M) Σ_j [κ_ij g_j + (2/h) κ_ij (θ_i − θ_j)]
-        = (1/M) [K G]_i  +  (1/M)(2/h) [Θ ⊙ rowsum(K) − K Θ]_i
+    φ_i = (1/M) Σ_j [k(θ_j, θ_i) g_j + ∇_{θ_j} k(θ_j, θ_i)]
+        = (1/M) [K G]_i  +  (1/M)(2/h) [Θ ⊙ rowsum(R) − R Θ]_i
           (attractive)        (repulsive)
 
-for the whole ensemble at once. :func:`svgd_direction` evaluates it as
+for the whole ensemble at once. For the RBF kernel κ_ij = exp(−‖θ_i − θ_j‖²/h) (S²VGD
+paper eq. 9) R = K, and :func:`svgd_direction` evaluates it as
 (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ] with Θ centred at the particle mean (the
 repulsive term is translation-invariant): one (M×M)·(M×D) matmul, plus the Gram
-matrix ΘΘᵀ for the distances. The sum runs over all j including j = i (as in the
-SVPG code). :class:`SVGD` hands −φ to a torch optimizer (Adam / RMSprop), so
-θ ← θ + ε φ for plain SGD. With M = 1 (or ``kernel="independent"``) φ = g: MAP /
-independent gradient ascent, the papers' baseline.
+matrix ΘΘᵀ for the distances; other kernels take a second matmul. The sum runs over all
+j including j = i (as in the SVPG code). :class:`SVGD` hands −φ to a torch optimizer
+(Adam / RMSprop), so θ ← θ + ε φ for plain SGD. With M = 1 (or ``kernel="independent"``)
+φ = g: MAP / independent gradient ascent, the papers' baseline.
 
-Bandwidth rules (``bandwidth=``):
-
-- ``"svpg"`` (default; the SVPG code's rule): h = median of the full M×M squared-
-  distance matrix, diagonal zeros included, / (2·log(M+1)).
-- ``"s2vgd"`` (S²VGD paper): h = med²/log M, med = median pairwise distance over i < j.
-- a positive number: fixed h.
-
-Medians are numpy's (mean of the two middle values for an even count; for odd M the
-SVPG code instead averages the entries at n/2 − 1 and n/2 of the M² sorted ones, which
-differs slightly — it only ran with M = 16). Guard: with M = 1, or when the rule gives
-h ≤ 0 or non-finite (e.g. all particles equal), h = 1.
+Bandwidth rules (``bandwidth=``: ``"svpg"``, the default, ``"s2vgd"`` or a fixed h) are
+those of :func:`steinrl.core.kernels.bandwidth`, the same for every kernel.
 """
 
 from __future__ import annotations
@@ -38,6 +31,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
+from steinrl.core.kernels import (BANDWIDTH_RULES, KERNELS, bandwidth, check_bandwidth_rule, kernel_matrix,
+                                  pairwise_sq_dists, sq_dists_from_gram)
 from steinrl.core.optim import TFRMSprop
 
 __all__ = [
@@ -50,12 +45,14 @@ __all__ = [
     "proximal_gradient",
     "SVGD",
     "KERNELS",
+    "INDEPENDENT",
     "BANDWIDTH_RULES",
     "OPTIMIZERS",
 ]
 
-KERNELS = ("rbf", "independent")
-BANDWIDTH_RULES = ("svpg", "s2vgd")
+#: The kernel name of independent particles (κ = I: no coupling), beside the registered kernels.
+INDEPENDENT = "independent"
+_bandwidth = bandwidth  # the module function, for use where an argument shadows the name
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "rmsprop": torch.optim.RMSprop,
@@ -78,84 +75,16 @@ def unflatten_into(flat: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
     return [c.reshape(t.shape) for c, t in zip(chunks, like)]
 
 
-def _sq_dists_from_gram(gram: Tensor) -> Tensor:
-    # ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ from the Gram matrix of (centred) rows, (..., M, M)
-    sq = gram.diagonal(dim1=-2, dim2=-1)
-    d = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2.0 * gram).clamp_min(0.0)
-    return d.masked_fill(torch.eye(d.shape[-1], dtype=torch.bool, device=d.device), 0.0)
-
-
-def pairwise_sq_dists(theta: Tensor) -> Tensor:
-    """Squared Euclidean distances ``‖θ_i − θ_j‖²`` between particles.
-
-    :param theta: ``(M, D)``.
-    :return: ``(M, M)``, ≥ 0, zero diagonal. Computed with one matmul on rows centred
-        at the particle mean (distances are translation-invariant; centring avoids
-        cancellation when particles are far from the origin).
-    """
-    c = theta - theta.mean(dim=0, keepdim=True)  # M D
-    return _sq_dists_from_gram(c @ c.T)
-
-
-def _median(x: Tensor) -> Tensor:
-    # numpy's median along the last dim: mean of the two middle values for an even count
-    s = torch.sort(x, dim=-1).values
-    n = s.shape[-1]
-    if n % 2 == 1:
-        return s[..., n // 2]
-    return 0.5 * (s[..., n // 2 - 1] + s[..., n // 2])
-
-
-def _check_bandwidth_rule(rule: str | float) -> None:
-    if isinstance(rule, str):
-        if rule not in BANDWIDTH_RULES:
-            raise ValueError(f"unknown bandwidth rule {rule!r}; choices: {list(BANDWIDTH_RULES)} or a positive number")
-    elif isinstance(rule, bool) or not isinstance(rule, (int, float)) or not (math.isfinite(rule) and rule > 0):
-        raise ValueError(f"a fixed bandwidth must be a positive finite number, got {rule!r}")
-
-
-def bandwidth(sq_dists: Tensor, rule: str | float = "svpg") -> Tensor:
-    """RBF bandwidth h (kernel exp(−d²/h)) from the squared-distance matrix.
-
-    :param sq_dists: ``(M, M)`` from :func:`pairwise_sq_dists`, or ``(G, M, M)`` for G
-        independent groups (one h each).
-    :param rule: ``"svpg"`` (default): median of all M² entries (zeros on the diagonal
-        included) / (2·log(M+1)); ``"s2vgd"``: med²/log M with med the median of the
-        distances over i < j; or a positive number: fixed h.
-    :return: h, a scalar tensor (``(G,)`` for groups). With M = 1, or if the rule gives
-        h ≤ 0 or a non-finite value, h = 1 (for a median rule; a fixed h is used as given).
-    """
-    _check_bandwidth_rule(rule)
-    M = sq_dists.shape[-1]
-    batch = sq_dists.shape[:-2]
-    if not isinstance(rule, str):
-        return torch.full(batch, float(rule), dtype=sq_dists.dtype, device=sq_dists.device)
-    one = torch.ones(batch, dtype=sq_dists.dtype, device=sq_dists.device)
-    if M == 1:
-        return one
-    if rule == "svpg":
-        h = _median(sq_dists.reshape(*batch, M * M)) / (2.0 * math.log(M + 1))
-    else:  # "s2vgd"
-        rows, cols = torch.triu_indices(M, M, 1, device=sq_dists.device)
-        med = _median(sq_dists[..., rows, cols].sqrt())
-        h = med.square() / math.log(M)
-    ok = torch.isfinite(h) & (h > 0)
-    return torch.where(ok, h, one)  # no host sync
-
-
-_bandwidth = bandwidth  # the module function, for use where an argument shadows the name
+def check_kernel(kernel: str) -> None:
+    """Raise ``ValueError`` unless ``kernel`` is registered in :data:`KERNELS` or is ``"independent"``."""
+    if kernel != INDEPENDENT and kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choices: {[*KERNELS, INDEPENDENT]}")
 
 
 def rbf_kernel(theta: Tensor, bandwidth: str | float = "svpg") -> tuple[Tensor, Tensor]:
-    """RBF kernel matrix κ_ij = exp(−‖θ_i − θ_j‖²/h).
-
-    :param theta: ``(M, D)``.
-    :param bandwidth: rule or fixed h, see :func:`bandwidth`.
-    :return: ``(K (M, M), h scalar)``.
-    """
-    sq = pairwise_sq_dists(theta)
-    h = _bandwidth(sq, bandwidth)
-    return torch.exp(-sq / h), h
+    """RBF kernel matrix κ_ij = exp(−‖θ_i − θ_j‖²/h): ``(K (M, M), h scalar)`` for ``theta (M, D)``
+    (:func:`steinrl.core.kernels.kernel_matrix` of ``"rbf"``)."""
+    return kernel_matrix(theta, "rbf", bandwidth)
 
 
 @torch.no_grad()
@@ -171,11 +100,12 @@ def svgd_direction(
     :param theta: ``(M, D)`` particles, or ``(G, M, D)``: G independent groups (e.g. seeds
         trained in one batch) whose particles the kernel couples only within their group.
     :param grad: the same shape, g_j = ∇ log target at θ_j (an ascent direction).
-    :param kernel: ``"rbf"`` (SVGD) or ``"independent"`` (κ = I, no repulsion: φ = g).
+    :param kernel: a registered kernel (``"rbf"``, the papers' SVGD, or ``"imq"``; see
+        :mod:`steinrl.core.kernels`) or ``"independent"`` (κ = I, no repulsion: φ = g).
     :param bandwidth: rule or fixed h, see :func:`bandwidth` (one h per group).
     :return: ``(phi, info)``, phi shaped like theta, info of detached tensors (0-dim, or
         ``(G,)`` per group):
-        ``"bandwidth"`` h (for ``"independent"``: the h the rbf kernel would use),
+        ``"bandwidth"`` h (for ``"independent"``: the h a kernel would use),
         ``"mean_pairwise_distance"`` mean ‖θ_i − θ_j‖ over i ≠ j,
         ``"kernel_mean"`` mean off-diagonal κ_ij (0 for ``"independent"``),
         ``"attractive_norm"`` / ``"repulsive_norm"`` Frobenius norms of the two terms
@@ -184,8 +114,7 @@ def svgd_direction(
     Runs under ``torch.no_grad`` (φ is an update direction, not differentiated);
     ``theta`` and ``grad`` are not modified.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
+    check_kernel(kernel)
     if theta.dim() not in (2, 3) or grad.shape != theta.shape:
         raise ValueError(f"theta and grad must both be (M, D) or (G, M, D), got {tuple(theta.shape)} and "
                          f"{tuple(grad.shape)}")
@@ -193,11 +122,11 @@ def svgd_direction(
     n_pairs = max(M * (M - 1), 1)
     c = theta - theta.mean(dim=-2, keepdim=True)  # (G) M D, centred (everything below is translation-invariant)
     gram = c @ c.mT  # (G) M M
-    sq = _sq_dists_from_gram(gram)  # (G) M M
+    sq = sq_dists_from_gram(gram)  # (G) M M
     h = _bandwidth(sq, bandwidth)  # (G)
     mean_dist = sq.sqrt().sum((-2, -1)) / n_pairs
     zero = torch.zeros_like(h)
-    if kernel == "independent":
+    if kernel == INDEPENDENT:
         info = {
             "bandwidth": h,
             "mean_pairwise_distance": mean_dist,
@@ -207,22 +136,26 @@ def svgd_direction(
         }
         return grad, info
     hh = h[..., None, None]  # (G) 1 1
-    K = torch.exp(-sq / hh)  # (G) M M
-    rowsum = K.sum(dim=-1, keepdim=True)  # (G) M 1
+    K, R = KERNELS.get(kernel).matrices(sq, hh)  # (G) M M each; R is K for rbf
+    rowsum = R.sum(dim=-1, keepdim=True)  # (G) M 1
     scale = 2.0 / hh  # the 2/h of the repulsive term
-    # φ = (1/M)[K G + (2/h)(Θ ⊙ rowsum(K) − K Θ)] = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ]
-    # (Θ centred): one matmul and two elementwise passes over (M, D), written into the
-    # buffer of Θ (each fresh (M, D) buffer costs page faults on CPU for large D).
-    shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
     gram_g = grad @ grad.mT  # (G) M M, for the diagnostics below
-    if theta.dim() == 2:
-        phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
-    else:
-        phi = torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
-    del c, shifted
+    if R is K:
+        # φ = (1/M)[K G + (2/h)(Θ ⊙ rowsum(K) − K Θ)] = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ]
+        # (Θ centred): one matmul and two elementwise passes over (M, D), written into the
+        # buffer of Θ (each fresh (M, D) buffer costs page faults on CPU for large D).
+        shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
+        if theta.dim() == 2:
+            phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
+        else:
+            phi = torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
+        del shifted
+    else:  # φ = (1/M)[K G − (2/h) R Θ + (2/h) rowsum(R) ⊙ Θ]: two matmuls
+        phi = torch.matmul(K / M, grad).sub_(torch.matmul(R * (scale / M), c)).addcmul_(c, rowsum * (scale / M))
+    del c
     # Diagnostics from M×M Gram matrices, without forming the two (M, D) terms:
-    # ‖K G‖² = ⟨K (G Gᵀ) K⟩ and ‖(diag(rowsum) − K) Θ‖² = ⟨L (Θ Θᵀ) L⟩.
-    lap = torch.diag_embed(rowsum.squeeze(-1)) - K  # (G) M M
+    # ‖K G‖² = ⟨K (G Gᵀ) K⟩ and ‖(diag(rowsum R) − R) Θ‖² = ⟨L (Θ Θᵀ) L⟩.
+    lap = torch.diag_embed(rowsum.squeeze(-1)) - R  # (G) M M
     att_sq = ((K @ gram_g) * K).sum((-2, -1)).clamp_min(0.0)
     rep_sq = ((lap @ gram) * lap).sum((-2, -1)).clamp_min(0.0)
     info = {
@@ -266,7 +199,7 @@ class SVGD:
     :param lr: step size (> 0).
     :param optimizer: ``"adam"`` (default, as the SVPG code), ``"rmsprop"`` (the
         S²VGD paper) or ``"sgd"``.
-    :param kernel: ``"rbf"`` or ``"independent"``.
+    :param kernel: a registered kernel (``"rbf"``, ``"imq"``) or ``"independent"``.
     :param bandwidth: ``"svpg"`` (default), ``"s2vgd"`` or a fixed positive h.
     :param optimizer_kwargs: extra arguments of the torch optimizer.
     :param compile: run :func:`svgd_direction` through ``torch.compile`` (off by default).
@@ -311,9 +244,8 @@ class SVGD:
             raise ValueError(f"lr must be > 0, got {lr!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; choices: {list(OPTIMIZERS)}")
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
-        _check_bandwidth_rule(bandwidth)
+        check_kernel(kernel)
+        check_bandwidth_rule(bandwidth)
         if not (math.isfinite(proximal) and proximal >= 0):
             raise ValueError(f"proximal must be >= 0, got {proximal!r}")
         self.proximal = float(proximal)
@@ -363,6 +295,11 @@ class SVGD:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """The torch optimizer's parameter groups (set ``lr`` here, as on any optimizer)."""
+        return self.optimizer.param_groups
 
     def state_dict(self) -> dict[str, Any]:
         """The torch optimizer's state dict, plus the previous particles if the proximal

@@ -1,9 +1,10 @@
 """Particle updates, registered by name: how the particles of a method are coupled.
 
-``svgd`` moves them along the SVGD direction (RBF kernel: attractive + repulsive terms);
-``independent`` lets every particle follow its own gradient (κ = I), the papers'
+``svgd`` moves them along the SVGD direction (a Stein kernel: attractive + repulsive terms;
+the kernel is the ``kernel`` option, one of :data:`steinrl.core.kernels.KERNELS`, ``rbf`` by
+default); ``independent`` lets every particle follow its own gradient (κ = I), the papers'
 baseline. Both hand −φ to a torch optimizer (:class:`steinrl.core.svgd.SVGD`) and share
-the options of the ``update`` config section.
+the other options of the ``update`` config section.
 """
 
 from __future__ import annotations
@@ -12,27 +13,28 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from steinrl.core.svgd import BANDWIDTH_RULES, KERNELS, OPTIMIZERS, SVGD, _check_bandwidth_rule
-from steinrl.registry import Option, Registry, non_negative, positive, step_size
+from steinrl.core.kernels import BANDWIDTH_RULES, KERNELS, check_bandwidth_rule
+from steinrl.core.svgd import INDEPENDENT, OPTIMIZERS, SVGD
+from steinrl.registry import Option, Registry, non_negative, step_size
 
-__all__ = ["ParticleUpdate", "UPDATES", "UPDATE_OPTIONS", "make_update", "halved_lr"]
+__all__ = ["ParticleUpdate", "UPDATES", "UPDATE_OPTIONS", "KERNEL_OPTION", "make_update", "halved_lr"]
 
 
 def _check_bandwidth_option(value: str | float) -> str | None:
     try:
-        _check_bandwidth_rule(value)
+        check_bandwidth_rule(value)
     except ValueError:
         return f"must be {' or '.join(map(repr, BANDWIDTH_RULES))} or a positive number"
     return None
 
 
-#: Options of a particle update (the ``update`` section of a run config).
+#: Options of every particle update (the ``update`` section of a run config).
 UPDATE_OPTIONS: tuple[Option, ...] = (
     Option("optimizer", str, "adam", "Optimizer applied to -phi (adam: the SVPG code; rmsprop: the S²VGD paper).",
            choices=lambda: list(OPTIMIZERS)),
     Option("lr", float, 5e-3, "Step size epsilon of the particle update.", check=step_size),
     Option("bandwidth", (str, float), "svpg",
-           "RBF bandwidth h: svpg (median d² / 2 log(M+1)), s2vgd (med² / log M) or a fixed positive number.",
+           "Kernel bandwidth h: svpg (median d² / 2 log(M+1)), s2vgd (med² / log M) or a fixed positive number.",
            check=_check_bandwidth_option),
     Option("proximal_weight", float, 0.0, "Weight of the S²VGD code's proximal term (0.1 there; 0 = off).",
            check=non_negative),
@@ -40,43 +42,47 @@ UPDATE_OPTIONS: tuple[Option, ...] = (
            check=non_negative),
     Option("lr_halving_start", int, 200, "First iteration at which lr halving may apply.", check=non_negative),
 )
+#: The kernel of a coupled update (``svgd``).
+KERNEL_OPTION = Option("kernel", str, "rbf", "Stein kernel: rbf exp(-d²/h) (the papers') or imq (1 + d²/h)^(-1/2) "
+                       "(inverse multiquadric, heavier tails).", choices=KERNELS.names)
 
 
 class ParticleUpdate:
-    """A registered particle update: which kernel couples the particles.
+    """A registered particle update: whether a kernel couples the particles.
 
-    :param kernel: ``"rbf"`` (SVGD) or ``"independent"`` (κ = I: every particle follows
-        its own gradient, the papers' baseline).
+    :param coupled: True: SVGD with the kernel of the ``kernel`` option (declared only
+        then); False: κ = I, every particle follows its own gradient (the papers' baseline).
     :param doc: one line for the docs.
     """
 
-    options = UPDATE_OPTIONS
-
-    def __init__(self, kernel: str, doc: str) -> None:
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}; choices: {list(KERNELS)}")
-        self.kernel = kernel
+    def __init__(self, coupled: bool, doc: str) -> None:
+        self.coupled = bool(coupled)
         self.doc = doc
+        self.options = (*UPDATE_OPTIONS, KERNEL_OPTION) if coupled else UPDATE_OPTIONS
 
 
 #: Particle updates by name.
 UPDATES: Registry[ParticleUpdate] = Registry("particle update")
-UPDATES.register("svgd", ParticleUpdate("rbf", "SVGD: RBF kernel, attractive + repulsive terms (eq. 9)."))
-UPDATES.register("independent", ParticleUpdate("independent", "No kernel: independent gradient ascent per particle."))
+UPDATES.register("svgd", ParticleUpdate(True, "SVGD: a Stein kernel (rbf, imq), attractive + repulsive terms."))
+UPDATES.register("independent", ParticleUpdate(False, "No kernel: independent gradient ascent per particle."))
 
 
 def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "adam", lr: float = 5e-3,
-                bandwidth: str | float = "svpg", proximal_weight: float = 0.0, lr_halving_every: int = 0,
-                lr_halving_start: int = 200, groups: int = 1) -> SVGD:
+                bandwidth: str | float = "svpg", kernel: str = "rbf", proximal_weight: float = 0.0,
+                lr_halving_every: int = 0, lr_halving_start: int = 200, groups: int = 1,
+                max_norm: float | None = None, optimizer_kwargs: dict | None = None) -> SVGD:
     """The :class:`SVGD` optimizer of the registered update ``name`` over ``params``.
 
+    ``kernel`` is used by a coupled update (``svgd``) and ignored by ``independent``.
     ``lr_halving_every`` / ``lr_halving_start`` are the schedule of :func:`halved_lr`;
     the caller applies it (they are accepted here so a config section passes whole).
-    ``groups``: independent groups of particles (seeds in one batch), see :class:`SVGD`.
+    ``groups``: independent groups of particles (seeds in one batch); ``max_norm``: per-particle
+    clipping of φ; ``optimizer_kwargs``: extra arguments of the torch optimizer (see :class:`SVGD`).
     """
     update = UPDATES.get(name)
-    return SVGD(params, lr=lr, optimizer=optimizer, kernel=update.kernel, bandwidth=bandwidth,
-                proximal=proximal_weight, groups=groups)
+    return SVGD(params, lr=lr, optimizer=optimizer, kernel=kernel if update.coupled else INDEPENDENT,
+                bandwidth=bandwidth, proximal=proximal_weight, groups=groups, max_norm=max_norm,
+                optimizer_kwargs=optimizer_kwargs)
 
 
 def halved_lr(lr: float, iteration: int, every: int, start: int) -> float:

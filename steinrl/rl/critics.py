@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import EnsembleMLP
+from steinrl.core.optim import gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
@@ -134,9 +135,7 @@ class ValueEnsemble(Critic):
                 o, zt, mk = obs, z, mask
             pred = self.net(o).squeeze(-1)
             loss = ((pred - zt).square() * mk).sum(1) / mk.sum(1).clamp_min(1.0)
-            self.optimizer.zero_grad()
-            loss.sum().backward()
-            self.optimizer.step()
+            gradient_step(loss.sum(), [self.optimizer])
             total += loss.detach()
         return total / max(self.steps, 1) * std.square()
 

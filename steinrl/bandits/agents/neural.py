@@ -25,22 +25,21 @@ import numpy as np
 import torch
 
 from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
+from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.ensemble import EnsembleMLP, mlp_forward
 from steinrl.core.methods import METHODS
-from steinrl.core.optim import inverse_time_lr
-from steinrl.core.priors import make_prior
-from steinrl.core.svgd import SVGD
-from steinrl.core.updates import UPDATES
+from steinrl.core.optim import gradient_step, inverse_time_lr
+from steinrl.core.priors import log_gamma_prior, make_prior
+from steinrl.core.updates import make_update
 from steinrl.registry import Option, at_least_one, positive, unit_interval
 
 __all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
            "LIKELIHOOD_OPTIONS"]
 
-_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functional.elu}
-
 MODEL_OPTIONS: tuple[Option, ...] = (
     Option("hidden", list[int], [50], "Hidden layer sizes of the reward network.", check=at_least_one),
-    Option("activation", str, "relu", "Hidden activation of the reward network.", choices=("relu", "tanh", "elu")),
+    Option("activation", str, "relu", "Hidden activation of the reward network.",
+           choices=lambda: [a for a in ACTIVATIONS if a != "identity"]),
 )
 LIKELIHOOD_OPTIONS: tuple[Option, ...] = (
     Option("noise_variance", float, 1.0, "σ² of the Gaussian reward likelihood (the initial value if learned).",
@@ -83,9 +82,9 @@ class ParticleRegressor:
                 self.log_noise_precision = torch.nn.Parameter(torch.full((particles, num_arms), start))
                 params.append(self.log_noise_precision)
         protocol = cfg.protocol
-        self.svgd = SVGD(params, lr=protocol.lr, optimizer=protocol.optimizer,
-                         kernel=UPDATES.get(spec.update).kernel if spec else "independent",
-                         bandwidth=cfg.update.bandwidth if spec else "svpg", max_norm=protocol.max_grad_norm)
+        self.svgd = make_update(spec.update if spec else "independent", params, lr=protocol.lr,
+                                optimizer=protocol.optimizer, max_norm=protocol.max_grad_norm,
+                                **(dict(cfg.update) if spec else {}))
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
@@ -99,7 +98,7 @@ class ParticleRegressor:
         hidden = [(w[:1], b[:1]) for w, b in self.net.dense()[:-1]]  # all but the output layer
         x = torch.from_numpy(np.ascontiguousarray(contexts, dtype=np.float32))
         pre = mlp_forward(hidden, x, self.net.activation)  # the last hidden layer before its activation
-        return _ACTIVATIONS[self.net.activation](pre[0]).double().numpy()
+        return ACTIVATIONS.get(self.net.activation)(pre[0]).double().numpy()
 
     def _log_target(self, x: torch.Tensor, arms: torch.Tensor, rewards: torch.Tensor, n_data: int) -> torch.Tensor:
         """log target per particle ``(M,)`` on a minibatch; also stores the mean squared error."""
@@ -117,8 +116,7 @@ class ParticleRegressor:
         else:
             u = self.log_noise_precision[:, arms]  # M B: log γ of each round's arm
             log_lik = (0.5 * u - 0.5 * u.exp() * sq).sum(1)
-            v = self.log_noise_precision  # Gamma(a, rate b) on γ, with the Jacobian of γ = e^v
-            noise_prior = (lik.noise_a * v - lik.noise_b * v.exp()).sum(1)
+            noise_prior = log_gamma_prior(self.log_noise_precision, lik.noise_a, lik.noise_b).sum(1)  # γ ~ Gamma(a, b)
         weight = self.cfg.prior.weight
         return (n_data / B) * log_lik + weight * self.net.log_prior(self.prior) + noise_prior
 
@@ -134,11 +132,7 @@ class ParticleRegressor:
         for _ in range(protocol.refit_steps):
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
-            for group in self.svgd.optimizer.param_groups:
-                group["lr"] = lr
-            self.svgd.zero_grad()
-            (-self._log_target(contexts[idx], arms[idx], rewards[idx], n).sum()).backward()
-            info = self.svgd.step()
+            info = gradient_step(-self._log_target(contexts[idx], arms[idx], rewards[idx], n).sum(), [self.svgd], lr=lr)
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}
         scalars.update({k: float(v) for k, v in info.items()})

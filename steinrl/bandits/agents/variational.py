@@ -23,7 +23,7 @@ from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
 from steinrl.bandits.agents.neural import MODEL_OPTIONS
 from steinrl.bayes import POSTERIORS, gaussian_log_likelihood, make_posterior
 from steinrl.core.ensemble import mlp_forward
-from steinrl.core.optim import inverse_time_lr
+from steinrl.core.optim import gradient_step, inverse_time_lr
 from steinrl.registry import Option, options_of, positive
 
 __all__ = ["VariationalThompsonSampling"]
@@ -65,13 +65,9 @@ class VariationalThompsonSampling(BanditAgent):
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             log_lik = functools.partial(gaussian_log_likelihood, noise_precision=1.0 / self.cfg.likelihood.noise_variance,
                                         mask=onehot[idx])
-            for group in self.optimizer.param_groups:
-                group["lr"] = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
-            self.optimizer.zero_grad()
             loss = self.q.elbo_loss(contexts[idx], targets[idx], log_lik, n_data=n, generator=generator)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), protocol.max_grad_norm)
-            self.optimizer.step()
+            gradient_step(loss, [self.optimizer], lr=inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken),
+                          max_grad_norm=protocol.max_grad_norm)
             self.steps_taken += 1
         return {"neg_elbo": float(loss.detach()), "lr": self.optimizer.param_groups[0]["lr"]}
 
@@ -84,14 +80,9 @@ class VariationalThompsonSampling(BanditAgent):
         self.steps_taken = int(state["steps_taken"])
 
 
-#: Online defaults that differ from the offline (regression) ones: BADAM's N of eq. 14 is the
-#: paper's section-4 heuristic N = t x batch size, "experimentally successful" where "a strict
-#: interpretation of N as the number of points does not allow for learning in an online scenario".
-_ONLINE_DEFAULTS = {"badam": {"n_rule": "seen"}}
-
-
-def _posterior_options(name: str, posterior: Any) -> tuple[Option, ...]:
-    online = _ONLINE_DEFAULTS.get(name, {})
+def _posterior_options(posterior: Any) -> tuple[Option, ...]:
+    """The posterior's options, with its ``online_defaults`` (the bandit setting's) as defaults."""
+    online = posterior.online_defaults
     return tuple(dataclasses.replace(o, default=online[o.name]) if o.name in online else o
                  for o in options_of(posterior))
 
@@ -100,4 +91,4 @@ for _name, _posterior in POSTERIORS.items():  # bbb-ts, badam-ts, kflow-ts, rdp-
     AGENTS.register(f"{_name}-ts", type(f"{_posterior.__name__}TS", (VariationalThompsonSampling,), {
         "posterior_name": _name, "__module__": __name__,
         "__doc__": f"Thompson sampling from the {_name} posterior (:class:`steinrl.bayes.{_posterior.__name__}`).",
-        "sections": {"model": _MODEL, "posterior": _posterior_options(_name, _posterior), "likelihood": _NOISE}}))
+        "sections": {"model": _MODEL, "posterior": _posterior_options(_posterior), "likelihood": _NOISE}}))
