@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import gymnasium as gym
 
@@ -101,19 +102,45 @@ def _missing_dependency(env_id: str) -> Iterator[None]:
                           f"{' '.join(str(exc).split())}") from None
 
 
+#: ``vectorization_mode`` values of :func:`make_vec` besides Gymnasium's own.
+VECTORIZATION_MODES = ("auto", "sync", "async", "envpool")
+
+
 def make_vec(
     name: str, num_envs: int, *, vectorization_mode: str | None = None, **kwargs: Any
 ) -> gym.vector.VectorEnv:
     """Vector env of ``num_envs`` copies of ``name`` (short name or any Gymnasium id).
 
     Our tasks use their native numpy vector env (``vectorization_mode=
-    "vector_entry_point"`` unless overridden); other ids default to ``"sync"``. ``kwargs``
-    go to the env constructor (e.g. ``max_episode_steps``, ``render_mode``).
+    "vector_entry_point"`` unless overridden); other ids default to ``"sync"``.
+    ``"envpool"`` runs a MuJoCo v5 id on EnvPool (:mod:`steinrl.envs.envpool`, the
+    ``steinrl[envpool]`` extra); ``"auto"`` does so where EnvPool is installed and runs
+    the id, and otherwise takes the default. ``kwargs`` go to the env constructor (e.g.
+    ``max_episode_steps``, ``render_mode``).
+
+    :raises ConfigError: ``"envpool"`` where EnvPool is not installed or does not run the id.
     """
     env_id = resolve_env_id(name)
     default_mode = "vector_entry_point" if is_steinrl_env(env_id) else "sync"
+    mode = vectorization_mode or default_mode
+    if mode in ("auto", "envpool"):
+        from .envpool import (
+            ENVPOOL_TASKS,
+            EnvPoolVectorEnv,
+            envpool_installed,
+            envpool_supports,
+        )
+
+        if envpool_supports(env_id, kwargs) and envpool_installed():
+            return EnvPoolVectorEnv(env_id, num_envs, **kwargs)
+        if mode == "envpool":
+            why = (f"runs the MuJoCo ids {', '.join(ENVPOOL_TASKS)} (without render_mode or other options)"
+                   if envpool_installed() else 'is not installed (pip install "steinrl[envpool]")')
+            raise ConfigError(f"vectorization envpool cannot run {env_id}: EnvPool {why}; "
+                              "use vectorization auto, sync or async")
+        mode = default_mode
     with _missing_dependency(env_id):
-        return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization_mode or default_mode, **kwargs)
+        return gym.make_vec(env_id, num_envs, vectorization_mode=mode, **kwargs)
 
 
 def make(name: str, **kwargs: Any) -> gym.Env:

@@ -65,8 +65,10 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "torch backend: run the per-step policy forward and sampling through torch.compile (on CUDA in mode "
            "reduce-overhead, which captures it as a CUDA graph). Off by default: on CPU it does not pay "
            "(docs/gpu.md); not measured on a GPU yet."),
-    Option("vectorization", str, "sync", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
-           "async: a process per env). Our tasks always use their numpy vector env.", choices=("sync", "async")),
+    Option("vectorization", str, "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
+           "async: a process per env; envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; "
+           "auto: envpool where it is installed and runs the id, else sync). Our tasks always use their numpy "
+           "vector env.", choices=("auto", "sync", "async", "envpool")),
 )
 
 
