@@ -9,10 +9,10 @@ sampling, 50 envs per particle) it prints:
 
 1. whole-training env steps/s (rollout + update, after one warm-up iteration) with each
    env backend: ``numpy`` (host envs, the policy on the device) and ``torch`` (envs, rollout
-   buffers and update on the device, :mod:`steinrl.rl.torch_rollout`);
+   buffers and update on the device, :mod:`steinrl.rl.rollout` on a device task);
 2. raw stepping of the torch task on the device at the training's env count (16 × 50) and
    at the 10-seed count, random actions pre-drawn on the device;
-3. the 10-seed aggregate: seeds 0..9 as one batch (:class:`steinrl.run.seed_batch.SeedBatchTrainer`),
+3. the 10-seed aggregate: seeds 0..9 as one batch (``steinrl.Trainer(cfg, seeds)``),
    all seeds' env steps per second;
 4. one fused SVGD direction (:func:`steinrl.core.svgd.svgd_direction`, float32, median
    bandwidth on the device) for M ∈ {16, 256, 1024} × D ∈ {1e4, 1e6}, beside its
@@ -45,7 +45,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
 from steinrl.core.svgd import svgd_direction  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
-from steinrl.run.seed_batch import SeedBatchTrainer  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
 ALGO, ENV, PRESET = "svgd-a2c", "CartpoleSwingUp", "fast"
@@ -76,12 +75,12 @@ def training(device: torch.device, backend: str, iterations: int) -> float:
 
 def seed_batch(device: torch.device, seeds: int, iterations: int) -> float:
     """Aggregate env steps/s of ``seeds`` seeds trained as one batch."""
-    batch = SeedBatchTrainer(config(str(device), "torch", iterations), list(range(seeds)))
-    batch.step()
+    batch = Trainer(config(str(device), "torch", iterations), list(range(seeds)))
+    batch.step_seeds()
     sync(device)
     start, steps = time.perf_counter(), 0
     for _ in range(iterations):
-        rows = batch.step()
+        rows = batch.step_seeds()
         steps += sum(round(r["time/steps_per_particle"] * batch.config.particles) for r in rows)
     sync(device)
     batch.close()

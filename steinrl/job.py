@@ -64,6 +64,11 @@ class Job(Protocol):
         """The acting policy held by ``job_state`` (a checkpoint's ``job`` entry), or None if
         this kind of run has no policy to act with (its evaluation is its logged metrics)."""
 
+    @staticmethod
+    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+        """The config every seed of a batch of several records (what the batch needs pinned),
+        or a ConfigError if this kind of run cannot batch seeds."""
+
     # --- an instance: built from a config and its seeds ---------------------------------
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None: ...
 

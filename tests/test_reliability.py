@@ -240,7 +240,7 @@ def test_sigterm_saves_exits_143_and_resume_keeps_the_command(tmp_path):
     proc = run_script("train.py", "--resume", str(run), "--iterations", str(done + 1), "--no-progress")
     assert proc.returncode == 0, proc.stderr
     meta = yaml.safe_load((run / "config.yaml").read_text())["_meta"]
-    assert meta["command"] == first_command and "--resume" in meta["resumed_with"][-1]
+    assert meta["command"] == first_command and "--resume" in meta["resumed_with"][-1]["command"]
 
 
 # --- the small things users notice --------------------------------------------------------

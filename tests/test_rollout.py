@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from steinrl.rl.rollout import Sampler
+from steinrl.rl.tasks import HostTask
 
 M, E, BUDGET, HORIZON = 3, 3, 90, 60
 
@@ -54,26 +55,27 @@ def naive_episodes(seed: int, whole: bool):
     return out
 
 
-def act(obs: np.ndarray, t: int) -> np.ndarray:
-    return np.array([[policy_action(obs[m, e], m) for e in range(E)] for m in range(M)])
+def act(obs: torch.Tensor, t: int) -> torch.Tensor:
+    obs = obs.numpy()
+    return torch.as_tensor(np.array([[policy_action(obs[m, e], m) for e in range(E)] for m in range(M)]))
 
 
 @pytest.mark.parametrize("whole", [True, False])
 def test_sampler_matches_naive_loop(whole):
     venv = gym.make_vec("CartPole-v1", M * E, vectorization_mode="sync", max_episode_steps=HORIZON)
-    sampler = Sampler(venv, M, E, HORIZON)
+    sampler = Sampler(HostTask(venv), M, E, HORIZON)
     batch = sampler.collect(act, BUDGET, mode="whole_episodes" if whole else "cut", seed=123)
     ref = naive_episodes(123, whole)
     valid, done, rewards, timestep = (x.numpy() for x in (batch.valid, batch.done, batch.rewards, batch.timestep))
     for m in range(M):
         expected = sorted(ref[m][0])
-        assert sorted(batch.episode_returns[m].tolist()) == expected
+        assert sorted(batch.episodes()[0][m].tolist()) == expected
         steps = ref[m][1]
         assert valid[:, m].sum() == steps
         if whole:
             assert steps >= BUDGET
             # whole episodes: every valid step belongs to a completed episode
-            assert batch.episode_lengths[m].sum() == steps
+            assert batch.episodes()[1][m].sum() == steps
             assert rewards[:, m][valid[:, m]].sum() == pytest.approx(sum(expected))
     # timestep: obs[t]'s index within its episode (the final obs carries the episode length)
     ts = np.zeros_like(timestep)
@@ -83,7 +85,7 @@ def test_sampler_matches_naive_loop(whole):
     assert np.array_equal(timestep, ts)
     ends = done & valid
     for m in range(M):
-        assert sorted(timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episode_lengths[m].tolist())
+        assert sorted(timestep[1:, m][ends[:, m]].tolist()) == sorted(batch.episodes()[1][m].tolist())
     if whole:
         assert batch.actions.shape[0] <= sampler.max_steps(BUDGET, "whole_episodes")
     else:
@@ -121,7 +123,7 @@ def naive_continuing(seed: int, batches: int):
 
 def test_continuing_sampling_carries_episodes_across_batches():
     venv = gym.make_vec("CartPole-v1", M * E, vectorization_mode="sync", max_episode_steps=HORIZON)
-    sampler = Sampler(venv, M, E, HORIZON)
+    sampler = Sampler(HostTask(venv), M, E, HORIZON)
     ref = naive_continuing(7, 3)
     last_obs = None
     for b in range(3):
@@ -131,14 +133,14 @@ def test_continuing_sampling_carries_episodes_across_batches():
             assert torch.equal(batch.obs[0], last_obs)
         last_obs = batch.obs[-1].clone()
         for m in range(M):
-            assert sorted(batch.episode_returns[m].tolist()) == sorted(ref[m][b])
+            assert sorted(batch.episodes()[0][m].tolist()) == sorted(ref[m][b])
     venv.close()
 
 
 def test_sampler_rejects_wrong_env_count():
     venv = gym.make_vec("CartPole-v1", 5, vectorization_mode="sync")
     with pytest.raises(ValueError, match="M\\*E"):
-        Sampler(venv, 3, 2, 100)
+        Sampler(HostTask(venv), 3, 2, 100)
     venv.close()
 
 
@@ -149,7 +151,7 @@ def test_sampler_rejects_wrong_env_count():
     (gym.spaces.Discrete(3), "tanh", True),
 ])
 def test_rollout_actor_equals_per_particle_torch_modules(space, activation, normalize):
-    """The rollout's numpy act function against each particle as plain ``nn.Linear`` modules
+    """The rollout's act function (numpy views on the CPU) against each particle as plain ``nn.Linear`` modules
     (``particle_module``), the normalisation and the distribution written out by hand:
     Gaussian mean + exp(log_std) * noise, or arg-max of logits + Gumbel noise."""
     from steinrl.rl.policy import EnsemblePolicy
@@ -175,10 +177,10 @@ def test_rollout_actor_equals_per_particle_torch_modules(space, activation, norm
             else:
                 expected, greedy = out + policy.head.log_std[m].exp() * noise[:, m], out
             for t in range(6):
-                got = act(obs[t].numpy(), t)[m]
+                got = act(obs[t], t)[m].numpy()
                 if discrete:
                     assert np.array_equal(got, expected[t].numpy())
-                    assert np.array_equal(det(obs[t].numpy(), t)[m], greedy[t].numpy())
+                    assert np.array_equal(det(obs[t], t)[m].numpy(), greedy[t].numpy())
                 else:
                     np.testing.assert_allclose(got, expected[t].numpy(), rtol=1e-5, atol=1e-5)
-                    np.testing.assert_allclose(det(obs[t].numpy(), t)[m], greedy[t].numpy(), rtol=1e-5, atol=1e-5)
+                    np.testing.assert_allclose(det(obs[t], t)[m].numpy(), greedy[t].numpy(), rtol=1e-5, atol=1e-5)

@@ -1,10 +1,11 @@
-"""Many seeds in one batch: each seed's run is the run of that seed alone."""
+"""Many seeds in one batch (``Trainer(cfg, seeds)``): each seed's run is the run of that seed alone."""
 
 import pytest
 import torch
 
 import steinrl
-from steinrl.rl.seeds import SeedBatchJob
+from steinrl.core.groups import module_group, module_join
+from steinrl.run.checkpoint import CheckpointError
 
 CONFIG = {"particles": 3, "envs_per_particle": 2, "batch_size": 20, "iterations": 3, "critic.steps": 2,
           "rollout.sampling": "continuing", "rollout.env_backend": "torch"}
@@ -22,8 +23,8 @@ def test_each_seed_of_a_batch_runs_as_it_would_alone(algo):
     cfg = steinrl.load_config(algo, "CartpoleSwingUp",
                               {k: v for k, v in CONFIG.items() if algo.endswith("a2c") or k != "critic.steps"})
     seeds = [5, 0, 11]
-    job = SeedBatchJob(cfg, seeds)
-    batched = [job.step(i) for i in range(3)]
+    trainer = steinrl.Trainer(cfg, seeds)
+    batched = [trainer.step_seeds() for _ in range(3)]
     for s, seed in enumerate(seeds):
         _, rows = alone(cfg, seed)
         for it in range(3):
@@ -34,26 +35,45 @@ def test_each_seed_of_a_batch_runs_as_it_would_alone(algo):
 
 
 def test_a_seeds_state_in_the_batch_is_its_single_seed_checkpoint(tmp_path):
-    """Seed 1 of a 2-seed batch, saved after 2 iterations and continued alone, goes on
-    as seed 1 alone does."""
+    """Seed 7 of a 2-seed batch, saved after 2 iterations and continued alone, goes on as
+    seed 7 alone does; the seeds' checkpoints restored into a fresh batch continue the batch."""
     cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", CONFIG)
-    job = SeedBatchJob(cfg, [4, 7])
-    for i in range(2):
-        job.step(i)
-    single = steinrl.Trainer(cfg.replace({"seed": 7}))
-    single.load_state_dict({**single.state_dict(), "iteration": 2, "job": job.state_dicts()[1]})
-    reference, rows = alone(cfg, 7)
+    batch = steinrl.Trainer(cfg, [4, 7])
+    for _ in range(2):
+        batch.step_seeds()
+    batch.save(tmp_path / "s4.pt", 0)
+    batch.save(tmp_path / "s7.pt", 1)
+    _, rows = alone(cfg, 7)
+    single = steinrl.Trainer(cfg.replace({"seed": 7})).restore(tmp_path / "s7.pt")
+    assert single.iteration == 2
     assert single.step()["train/surrogate"] == pytest.approx(rows[2]["train/surrogate"], rel=1e-4)
-    # and back: per-seed states joined into a fresh batch continue the batch
-    again = SeedBatchJob(cfg, [4, 7])
-    again.load_state_dicts(job.state_dicts())
-    assert again.step(2)[1]["train/surrogate"] == pytest.approx(rows[2]["train/surrogate"], rel=1e-4)
+    again = steinrl.Trainer(cfg, [4, 7]).restore([tmp_path / "s4.pt", tmp_path / "s7.pt"])
+    assert again.step_seeds()[1]["train/surrogate"] == pytest.approx(rows[2]["train/surrogate"], rel=1e-4)
+    with pytest.raises(CheckpointError, match="different config"):  # seed 4's file is not seed 7's
+        steinrl.Trainer(cfg.replace({"seed": 7})).restore(tmp_path / "s4.pt")
 
 
-def test_seed_batches_need_continuing_sampling():
-    with pytest.raises(steinrl.ConfigError, match="continuing or cut"):
-        SeedBatchJob(steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {**CONFIG, "rollout.sampling": "whole_episodes"}),
-                     [0, 1])
+def test_particle_axes_are_declared_not_guessed_from_sizes():
+    """S = 2 seeds of M = 2 particles on a task whose observation has S·M = 4 entries: the
+    shared observation statistics (4,) stay whole while every per-particle tensor of
+    leading size S·M is cut, and joining the cuts gives the batch's state back."""
+    cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {**CONFIG, "particles": 2})
+    trainer = steinrl.Trainer(cfg, [0, 1])
+    policy = trainer.job.agent.policy
+    assert policy.obs_dim == 4 == 2 * cfg.particles
+    with torch.no_grad():
+        policy.obs_norm.mean.copy_(torch.arange(4.0))
+    full = policy.state_dict()
+    parts = [module_group(policy, i, 2) for i in range(2)]
+    for key, value in full.items():
+        if key.startswith("obs_norm."):
+            assert all(torch.equal(p[key], value) for p in parts), key
+        else:
+            assert all(p[key].shape[0] == value.shape[0] // 2 for p in parts), key
+            assert torch.equal(parts[1][key], value[2:]), key
+    joined = module_join(policy, parts)
+    assert all(torch.equal(joined[k], v) for k, v in full.items())
+    assert torch.equal(trainer.state_dict(1)["job"]["agent"]["policy"]["obs_norm.mean"], torch.arange(4.0).double())
 
 
 def test_cli_seeds_write_one_run_directory_per_seed_equal_to_the_seed_alone(tmp_path):

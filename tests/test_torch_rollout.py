@@ -1,4 +1,4 @@
-"""The device-resident rollout: the numpy rollout's batches, without host synchronisation."""
+"""The one sampler on a device task: the host rollout's batches, without host synchronisation."""
 
 import numpy as np
 import pytest
@@ -8,15 +8,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import steinrl
 import steinrl.envs as envs
 from steinrl.envs.torch_tasks import make_torch_vec
+from steinrl.rl.episodes import Start
 from steinrl.rl.rollout import Sampler
-from steinrl.rl.torch_rollout import TorchSampler
+from steinrl.rl.tasks import DeviceTask, HostTask
 
 M, E, HORIZON = 2, 3, 15
 W = np.array([[0.3], [-0.2], [0.5], [0.1], [-0.4], [0.2]])  # a fixed linear policy on the 6-d observation
 
 
 def numpy_act(obs, t):
-    return np.tanh(obs @ W.astype(np.float32) * (1 + 0.1 * t)).astype(np.float32)
+    return torch.from_numpy(np.tanh(obs.numpy() @ W.astype(np.float32) * (1 + 0.1 * t)).astype(np.float32))
 
 
 def torch_act(obs, t):
@@ -26,7 +27,7 @@ def torch_act(obs, t):
 def pair():
     venv = envs.make_vec("DoublePendulum", M * E, max_episode_steps=HORIZON)
     task = make_torch_vec("DoublePendulum", M * E, dtype=torch.float64, max_episode_steps=HORIZON)
-    return Sampler(venv, M, E, HORIZON), TorchSampler(task, M, E, HORIZON), venv, task
+    return Sampler(HostTask(venv), M, E, HORIZON), Sampler(DeviceTask(task), M, E, HORIZON), venv, task
 
 
 def test_continuing_batches_equal_the_numpy_rollout_from_the_same_states():
@@ -36,10 +37,8 @@ def test_continuing_batches_equal_the_numpy_rollout_from_the_same_states():
     obs, _ = venv.reset(seed=0)
     task.reset(seed=0)
     task.set_state({**task.get_state(), "state": torch.as_tensor(venv.get_state()["state"])})
-    N = M * E
-    numpy_sampler.carry = {"obs": obs, "prev_done": np.zeros(N, bool), "ep_ret": np.zeros(N),
-                           "ep_len": np.zeros(N, np.int64), "tstep": np.zeros(N, np.int32)}
-    torch_sampler.carry = {k: torch.as_tensor(v) for k, v in numpy_sampler.carry.items()}
+    numpy_sampler.carry = Start.fresh(torch.from_numpy(obs))
+    torch_sampler.carry = Start.fresh(torch.from_numpy(obs))
     nb = numpy_sampler.collect(numpy_act, 10 * E, mode="continuing")
     tb = torch_sampler.collect(torch_act, 10 * E, mode="continuing")
     torch.testing.assert_close(tb.obs.double(), nb.obs.double(), rtol=1e-5, atol=1e-5)
@@ -53,7 +52,7 @@ def test_whole_episode_bookkeeping_matches_the_numpy_rollout():
     nb = numpy_sampler.collect(numpy_act, 2 * HORIZON, mode="whole_episodes", seed=0)
     tb = torch_sampler.collect(torch_act, 2 * HORIZON, mode="whole_episodes", seed=0)
     T = nb.valid.shape[0]
-    assert torch.equal(tb.valid[:T], nb.valid) and not tb.valid[T:].any()  # the torch rollout may run on, masked
+    assert torch.equal(tb.valid, nb.valid)  # both stop at the last env's last step
     assert torch.equal(tb.done[:T] & tb.valid[:T], nb.done & nb.valid)
     np.testing.assert_array_equal(tb.episode_stats[1:].numpy(), nb.episode_stats[1:].numpy())  # lengths, counts
 
@@ -80,11 +79,11 @@ def test_the_device_rollout_makes_no_host_synchronisation(mode):
                                                                 "rollout.env_backend": "torch"})
     trainer = steinrl.Trainer(cfg)
     agent, sampler = trainer.job.agent, trainer.job.sampler
-    assert isinstance(sampler, TorchSampler)
+    assert isinstance(sampler.task, DeviceTask)
     trainer.step()
     noise = agent.policy.head.draw_noise((10, 2, 4), torch.Generator().manual_seed(0), "cpu")
     with torch.no_grad():
-        act = agent.policy.device_actor(noise)
+        act = agent.policy.actor(noise)
         with RecordOps() as recorder:
             sampler.collect(act, 40, mode=mode, seed=1)
     assert recorder.ops and not (recorder.ops & SYNC_OPS), recorder.ops & SYNC_OPS
@@ -95,7 +94,7 @@ def test_the_device_rollout_makes_no_host_synchronisation(mode):
         torch.cuda.set_sync_debug_mode("error")
         try:
             with torch.no_grad():
-                trainer.job.sampler.collect(trainer.job.agent.policy.device_actor(None), 40, mode=mode, seed=1)
+                trainer.job.sampler.collect(trainer.job.agent.policy.actor(None), 40, mode=mode, seed=1)
         finally:
             torch.cuda.set_sync_debug_mode(0)
 

@@ -29,6 +29,7 @@ from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
 from steinrl.core.svgd import OPTIMIZERS
 from steinrl.core.updates import UPDATES
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
 
 __all__ = ["BanditJob", "PROTOCOL_OPTIONS"]
@@ -102,6 +103,12 @@ class BanditJob:
     def check_env(name: str) -> None:
         BANDIT_TASKS.get(name)
 
+    @classmethod
+    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> None:
+        """None: a bandit run has no policy to act with; it is scored by the rounds it played
+        (its logged metrics)."""
+        return None
+
     @staticmethod
     def sections(method: str | None, agent: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
         task = BANDIT_TASKS.get(chosen["env"]) if chosen.get("env") in BANDIT_TASKS else None
@@ -151,7 +158,13 @@ class BanditJob:
                 f"regret {last['bandit/cumulative_regret']:.1f} after {last['bandit/rounds']:.0f} rounds")
 
     # --- running ------------------------------------------------------------------------
-    def __init__(self, cfg: Any) -> None:
+    @staticmethod
+    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+        raise ConfigError(f"a bandit run plays one seed; run seeds {seeds} as a sweep")
+
+    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
+        if seeds is not None and list(seeds) != [cfg.seed]:
+            raise ConfigError(f"a bandit run plays one seed ({cfg.seed}); run several seeds as a sweep, not {seeds}")
         self.cfg = cfg
         task = BANDIT_TASKS.get(cfg.env).from_options(**dict(cfg.task))
         self.stream = draw_stream(task, cfg.rounds, cfg.seed)
@@ -187,8 +200,8 @@ class BanditJob:
             self.agent.observe(contexts[t:t + 1], arms[i:i + 1], self.stream.rewards[t:t + 1, arms[i]])
         return arms
 
-    def step(self, iteration: int, hooks: Any = None) -> dict[str, float]:
-        """Play the rounds of block ``iteration`` and refit the agent on all rounds so far."""
+    def step(self, iteration: int, hooks: Any = None) -> list[dict[str, float]]:
+        """Play the rounds of block ``iteration`` and refit the agent on all rounds so far (one seed's scalars)."""
         start = time.perf_counter()
         t0, t1 = self.played, min(self.played + self.cfg.protocol.refit_every, self.cfg.rounds)
         rng = np.random.default_rng([self.cfg.seed, iteration])
@@ -210,13 +223,14 @@ class BanditJob:
             "time/iteration_seconds": time.perf_counter() - start,
         }
         scalars.update({f"train/{k}": v for k, v in diagnostics.items()})
-        return scalars
+        return [scalars]
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, seed_index: int = 0) -> dict[str, Any]:
         return {"played": self.played, "arms": torch.from_numpy(self.arms[:self.played].copy()),
                 "totals": dict(self.totals), "agent": self.agent.state_dict()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, states: list[dict[str, Any]] | dict[str, Any]) -> None:
+        (state,) = [states] if isinstance(states, dict) else states
         n = int(state["played"])
         self.arms[:n] = state["arms"].numpy()
         self.observed[:n] = self.stream.rewards[np.arange(n), self.arms[:n]]

@@ -12,8 +12,10 @@ activation; gradients flow from the dense weights back to the structured paramet
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -24,6 +26,8 @@ from steinrl.core.priors import Prior
 __all__ = ["ACTIVATIONS", "INITS", "EnsembleMLP", "mlp_forward", "orthogonal_"]
 
 Dense = list[tuple[Tensor, Tensor]]
+#: a torch tensor or a numpy array (:func:`mlp_forward` takes either)
+Array = TypeVar("Array", Tensor, np.ndarray)
 
 #: Weight inits of :class:`EnsembleMLP`.
 INITS = ("glorot", "lecun", "orthogonal")
@@ -115,16 +119,16 @@ def mlp_forward(dense: Sequence[tuple[Array, Array]], x: Array, activation: str 
 
 def _numpy_forward(dense: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray,
                    act: Callable[[np.ndarray], np.ndarray] | None) -> np.ndarray:
-    """:func:`mlp_forward` on numpy arrays, ``x`` ``(M, B, in)``: the same feature-major
-    layer loop, ``Wᵀ h + b`` then the activation in place."""
-    h = x.swapaxes(-1, -2)  # M in B
+    """:func:`mlp_forward` on numpy arrays, ``x`` ``(M, B, in)``: per layer ``h W + b``, then
+    the activation in place (batch-major: numpy's small matmuls are fastest that way)."""
+    h = x
     last = len(dense) - 1
     for i, (w, b) in enumerate(dense):
-        h = w.swapaxes(-1, -2) @ h  # M out B
-        h += b[:, :, None]
+        h = h @ w  # M B out
+        h += b[:, None, :]
         if i != last and act is not None:
             h = act(h)
-    return h.swapaxes(-1, -2)  # M B out
+    return h
 
 
 class EnsembleMLP(nn.Module):

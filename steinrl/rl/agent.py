@@ -15,7 +15,9 @@ One iteration, :meth:`SVPGAgent.collect` then :meth:`SVPGAgent.update`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from steinrl.core.groups import module_group, module_join, optimizer_group, optimizer_join, rows
 from steinrl.core.methods import METHODS
 from steinrl.core.priors import make_prior
 from steinrl.core.svgd import flatten
@@ -30,8 +33,10 @@ from steinrl.core.updates import halved_lr, make_update
 from steinrl.errors import NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.estimators import ESTIMATORS
+from steinrl.rl.estimators.ppo import minibatch_indices, take
+from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import EnsemblePolicy
-from steinrl.rl.rollout import Batch, Sampler, compact
+from steinrl.rl.rollout import Batch, Sampler, Samples, compact
 
 __all__ = ["SVPGAgent", "NonFiniteError", "iteration_seed", "build_policy"]
 
@@ -58,7 +63,8 @@ def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space
     return EnsemblePolicy(
         num_particles or cfg.particles, observation_space, action_space, cfg.policy.hidden,
         activation=cfg.policy.activation, layer=method.layer, layer_options=dict(cfg.layer),
-        output_gain=cfg.policy.output_gain, normalize_obs=cfg.policy.normalize_obs, head_options=dict(cfg.policy),
+        output_gain=cfg.policy.output_gain, init=cfg.policy.init, normalize_obs=cfg.policy.normalize_obs,
+        head_options=dict(cfg.policy),
         generator=generator,
     )
 
@@ -73,12 +79,14 @@ class UpdateStats:
     svgd: dict[str, Tensor]  # bandwidth, kernel_mean, ...: (G,) or 0-dim
     value_loss: Tensor | None  # (M,)
     explained_variance: Tensor | None  # (M,), NaN where the targets are constant
+    extra: dict[str, Tensor] = field(default_factory=dict)  # (M,) each: clip_fraction, approx_kl, grad_norm
 
     def per_group(self, groups: int = 1) -> list[dict[str, float]]:
         """The scalars logged under ``train/``, one dict per group of particles (seed)."""
         columns = {"surrogate": self.surrogate, "log_prior": self.log_prior, "entropy": self.entropy}
         if self.value_loss is not None:
             columns["value_loss"] = self.value_loss
+        columns.update(self.extra)
         rows = {k: v.detach().view(groups, -1).mean(1) for k, v in columns.items()}
         if self.explained_variance is not None:
             rows["explained_variance"] = self.explained_variance.view(groups, -1).nanmean(1)
@@ -87,17 +95,21 @@ class UpdateStats:
         return [dict(zip(rows, values)) for values in table]
 
 
+def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
+    """Scale each particle's gradient (over all of ``params``, each ``(M, ...)``) down to
+    Euclidean norm at most ``max_norm``, as ``torch.nn.utils.clip_grad_norm_`` does for one
+    model (factor ``max_norm / (norm + 1e-6)``, capped at 1). Returns the norms before ``(M,)``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in grads]).sum(0).sqrt()
+    factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(factor.view(-1, *[1] * (g.dim() - 1)))
+    return norms
+
+
 def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
-    """Fill ``batched`` (G·M particles) with the G modules ``parts`` (M each), in order;
-    state that is not per particle (e.g. observation statistics) is taken from the first."""
-    states = [part.state_dict() for part in parts]
-    with torch.no_grad():
-        for name, tensor in batched.state_dict().items():
-            pieces = [state[name] for state in states]
-            if tensor.dim() and tensor.shape[0] == sum(p.shape[0] for p in pieces) and len(parts) > 1:
-                tensor.copy_(torch.cat(pieces))
-            else:
-                tensor.copy_(pieces[0])
+    """Fill ``batched`` (G·M particles) with the G modules ``parts`` (M each), in order."""
+    batched.load_state_dict(module_join(batched, [part.state_dict() for part in parts]))
 
 
 class SVPGAgent:
@@ -111,6 +123,9 @@ class SVPGAgent:
         streams and coupled by the kernel only among themselves, so its run is that of the
         seed alone (to float rounding).
     """
+
+    #: reward scaling's running statistics (``estimator.scale_rewards``; built by the first update)
+    reward_scaler: RewardScaler | None = None
 
     def __init__(self, cfg: Any, observation_space: gym.Space, action_space: gym.Space,
                  seeds: list[int] | None = None):
@@ -163,14 +178,12 @@ class SVPGAgent:
                                                       torch.Generator(device=self.device).manual_seed(s), self.device)
                                for s in seeds], dim=1)
             seed = seeds[0] if len(seeds) == 1 else seeds
-            # a device-resident rollout keeps every particle's (T * E) columns: no host sync to trim them
-            self.trim = not sampler.device_resident
-            act = (policy.device_actor(noise, sample=self._compiled_sample()) if sampler.device_resident
-                   else policy.actor(noise))
+            # a device task's batch keeps every particle's (T * E) columns: no host sync to trim them
+            self.trim = sampler.task.host
+            act = policy.actor(noise, sample=self._compiled_sample())
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
-                if hasattr(sampler, "check_finite"):
-                    sampler.check_finite()
+                sampler.check_finite()
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
@@ -188,67 +201,210 @@ class SVPGAgent:
 
     # --- update -------------------------------------------------------------------
     def update(self, batch: Batch, iteration: int) -> UpdateStats:
-        """Estimator -> per-particle gradient -> particle update (-> critic fit), one batch."""
-        cfg, policy = self.cfg, self.policy
-        # 1. Advantages (T, M, E) of every valid step; a2c / ppo ask the critic for V(s).
-        est = self.estimator.advantages(batch, self.critic)
+        """Estimator -> per-particle gradients -> particle updates (-> critic fit), one batch.
+
+        Each of the estimator's ``epochs`` passes splits every particle's samples into its
+        ``minibatches`` random parts (:func:`~steinrl.rl.estimators.ppo.minibatch_indices`;
+        one part: the whole batch, unshuffled) and moves all particles once per part. The
+        logged surrogate, entropy and PPO diagnostics are means over the last pass's steps.
+        """
+        # 1. Advantages (T, M, E) of every valid step (of the scaled rewards with
+        #    estimator.scale_rewards); a2c / ppo ask the critic for V(s).
+        est = self.estimator.advantages(self._scale_rewards(batch), self.critic)
         # 2. Each particle's valid steps compacted to (M, n, ...): the update skips padding.
         data = compact(batch, est.advantages, est.value_targets, self.device, trim=self.trim)
-        old_log_prob = None
-        if self.estimator.needs_old_log_prob:
-            with torch.no_grad():
-                old_log_prob = policy.log_prob(data.obs, data.actions)[0]
-        temperature = cfg.temperature
-        prior_weight = cfg.prior.weight if cfg.prior.weight is not None else 1.0 / (
-            temperature * cfg.rollout.batch_size)
-        lr = halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start)
-        for opt in (self.svgd.optimizer, self.own_opt):
-            for group in opt.param_groups if opt is not None else ():
-                group["lr"] = lr
+        samples = self._update_samples(data)
+        self._set_lr(iteration)
+        generators = [torch.Generator(device=self.device).manual_seed(iteration_seed(s, iteration) + 2)
+                      for s in self.seeds]  # each seed shuffles its own particles' samples
+        steps: list[dict[str, Any]] = []
         for _ in range(self.estimator.epochs):
-            # 3. g_i = ∇ [ J(θ_i) / α + w log p(θ_i) ] for all particles in one backward.
-            dense = policy.dense()
-            log_prob, entropy = policy.log_prob(data.obs, data.actions, dense)  # (M, n), (M,)
-            check_finite(log_prob, "log-probability", iteration)
-            surrogate = self.estimator.surrogate(log_prob, old_log_prob, data.advantages, data.mask)  # (M,)
-            log_prior = policy.log_prior(self.prior)  # (M,)
-            log_target = surrogate / temperature + prior_weight * log_prior
-            check_finite(log_target, "log target (surrogate / temperature + prior)", iteration)
-            self.svgd.zero_grad()
-            if self.own_opt is not None:
-                self.own_opt.zero_grad()
-            (-log_target.sum()).backward()
-            particles = policy.particle_parameters() + self.prior.particle_parameters()
-            check_finite([p.grad for p in particles], "gradient", iteration)
-            # 4. The particle update: φ from all particles' gradients, handed to the optimizer.
-            info = self.svgd.step()
-            if self.own_opt is not None:
-                self.own_opt.step()
-            check_finite(particles, "parameter", iteration)
-        # 5. The critic regresses its targets on the same samples.
-        value_loss = None
-        if self.critic is not None:
+            steps = [self._particle_step(part, iteration) for part in self._minibatches(samples, generators)]
+        mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("svgd", "log_prior")}
+        # 5. A critic fitted on its own regresses its targets on the same samples.
+        value_loss = mean.pop("value_loss", None)
+        if self.critic is not None and not self._joint_critic():
             critic_seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
             value_loss = self.critic.fit(data, critic_seeds[0] if len(critic_seeds) == 1 else critic_seeds)
             check_finite(value_loss[:, None], "value loss", iteration)
-        return UpdateStats(surrogate=surrogate.detach(), log_prior=log_prior.detach(), entropy=entropy.detach(),
-                           svgd=info, value_loss=value_loss, explained_variance=est.explained_variance)
+        return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
+                           entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
+                           explained_variance=est.explained_variance, extra=mean)
+
+    def _joint_critic(self) -> bool:
+        """The critic is fitted in the particle updates' steps (``critic.joint``)."""
+        return self.critic is not None and getattr(self.critic, "joint", False)
+
+    def _update_samples(self, data: Samples) -> dict[str, Tensor]:
+        """What every update step takes from the compacted samples, ``(M, n, ...)`` each: the
+        sampling policy's log-probs and (joint critic) targets and, with value clipping, V at the rollout."""
+        samples = {"obs": data.obs, "actions": data.actions, "mask": data.mask, "advantages": data.advantages}
+        with torch.no_grad():
+            if self.estimator.needs_old_log_prob:
+                samples["old_log_prob"] = self.policy.log_prob(data.obs, data.actions)[0]
+            if self._joint_critic():
+                samples["targets"] = data.targets.to(torch.float32)
+                if self.critic.clip_range_vf is not None:
+                    samples["old_values"] = self.critic(data.obs)
+        return samples
+
+    def _minibatches(self, samples: dict[str, Tensor], generators: list[torch.Generator]) -> Iterator[dict[str, Tensor]]:
+        """One pass: the estimator's random minibatches of every particle's samples, ``(M, b, ...)`` each."""
+        K = self.estimator.minibatches
+        if K == 1:
+            yield samples
+            return
+        idx, masks = minibatch_indices(samples["mask"], K, generators)
+        for k in range(K):
+            yield {**{name: take(x, idx[k]) for name, x in samples.items() if name != "mask"}, "mask": masks[k]}
+
+    def _particle_step(self, part: dict[str, Tensor], iteration: int) -> dict[str, Any]:
+        """One particle update (and joint critic step) on ``part``, the batch or a minibatch."""
+        policy, est = self.policy, self.estimator
+        # 3. g_i = ∇ [ J(θ_i) / α + w log p(θ_i) ] for all particles in one backward.
+        ent_coef = est.option("ent_coef", 0.0)
+        # a categorical entropy over the real samples only where the recipe's options are on (the
+        # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
+        mask = part["mask"] if ent_coef or est.minibatches > 1 else None
+        log_prob, entropy = policy.head.log_prob(policy.outputs(part["obs"], policy.dense()), part["actions"], mask)
+        check_finite(log_prob, "log-probability", iteration)
+        old = part.get("old_log_prob")
+        surrogate = est.surrogate(log_prob, old, part["advantages"], part["mask"])  # (M,)
+        objective = surrogate + ent_coef * entropy if ent_coef else surrogate
+        log_prior = policy.log_prior(self.prior)  # (M,)
+        value_loss = None
+        if self._joint_critic():
+            value_loss = self.critic.value_loss(part["obs"], part["targets"], part["mask"], part.get("old_values"))
+            check_finite(value_loss, "value loss", iteration)
+        critic_opt = self.critic.optimizer if value_loss is not None else None
+        for opt in (self.svgd, self.own_opt, critic_opt):
+            if opt is not None:
+                opt.zero_grad()
+        grad_norm = self._backward(objective, log_prior, value_loss, iteration)
+        particles = policy.particle_parameters() + self.prior.particle_parameters()
+        check_finite([p.grad for p in particles], "gradient", iteration)
+        # 4. The particle update: φ from all particles' gradients, handed to the optimizer.
+        info = self.svgd.step()
+        for opt in (self.own_opt, critic_opt):
+            if opt is not None:
+                opt.step()
+        check_finite(particles, "parameter", iteration)
+        step = {"surrogate": surrogate.detach(), "entropy": entropy.detach(), "log_prior": log_prior.detach(),
+                "svgd": info, **(est.diagnostics(log_prob.detach(), old, part["mask"]) if old is not None else {})}
+        if value_loss is not None:
+            step["value_loss"] = value_loss.detach()
+        if grad_norm is not None:
+            step["grad_norm"] = grad_norm
+        return step
+
+    def _backward(self, objective: Tensor, log_prior: Tensor, value_loss: Tensor | None,
+                  iteration: int) -> Tensor | None:
+        """Gradients of −[J/α + w log p] (+ vf_coef · value loss, joint critic) into ``p.grad``.
+
+        With ``estimator.max_grad_norm`` the gradient of J (and of the weighted value loss)
+        is clipped per particle first, in J's own units (SB3's clipping at M = 1), then
+        divided by α, and the prior's gradient added. Returns the norms before clipping ``(M,)``.
+        """
+        cfg = self.cfg
+        temperature = cfg.temperature
+        prior_weight = cfg.prior.weight if cfg.prior.weight is not None else 1.0 / (
+            temperature * cfg.rollout.batch_size)
+        max_norm = self.estimator.option("max_grad_norm")
+        value_term = None if value_loss is None else self.critic.vf_coef * value_loss.sum()
+        if max_norm is None:
+            log_target = objective / temperature + prior_weight * log_prior
+            check_finite(log_target, "log target (surrogate / temperature + prior)", iteration)
+            loss = -log_target.sum()
+            (loss if value_term is None else loss + value_term).backward()
+            return None
+        check_finite(objective, "objective", iteration)
+        loss = -objective.sum()
+        (loss if value_term is None else loss + value_term).backward()
+        policy_params = self.policy.particle_parameters()
+        norms = clip_grad_norms(policy_params + (list(self.critic.net.parameters()) if value_term is not None else []),
+                                max_norm)
+        with torch.no_grad():
+            for p in policy_params:
+                if p.grad is not None:
+                    p.grad.div_(temperature)
+        if prior_weight:
+            (-(prior_weight * log_prior).sum()).backward()
+        return norms
+
+    def _lr_fraction(self, iteration: int) -> float:
+        """The fraction of the configured step sizes used at ``iteration``: with
+        ``estimator.anneal_lr``, 1 − iteration / iterations (linear to 0 over the run, as
+        CleanRL: the full lr at the first update, lr / iterations at the last), else 1."""
+        if not self.estimator.option("anneal_lr", False):
+            return 1.0
+        return max(0.0, 1.0 - iteration / self.cfg.iterations)
+
+    def _set_lr(self, iteration: int) -> None:
+        """Every optimizer's step size at ``iteration`` (halving schedule, annealing)."""
+        cfg = self.cfg
+        fraction = self._lr_fraction(iteration)
+        lr = halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start) * fraction
+        for opt in (self.svgd.optimizer, self.own_opt):
+            for group in opt.param_groups if opt is not None else ():
+                group["lr"] = lr
+        if self.estimator.option("anneal_lr", False) and hasattr(self.critic, "optimizer"):
+            for group in self.critic.optimizer.param_groups:
+                group["lr"] = cfg.critic.lr * fraction
+
+    def _scale_rewards(self, batch: Batch) -> Batch:
+        """``batch`` with its rewards scaled by the running return std (``estimator.scale_rewards``), else itself."""
+        if not self.estimator.option("scale_rewards", False):
+            return batch
+        if self.reward_scaler is None:
+            self.reward_scaler = self._new_reward_scaler()
+        rewards = self.reward_scaler(batch.rewards, batch.valid, batch.done, batch.timestep[0] == 0)
+        return dataclasses.replace(batch, rewards=rewards)
+
+    def _new_reward_scaler(self) -> RewardScaler:
+        est = self.estimator
+        return RewardScaler(len(self.seeds), est.option("discount"), est.option("reward_clip"), device=self.device)
 
     # --- state --------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        state = {"policy": self.policy.state_dict(), "prior": self.prior.state_dict(), "svgd": self.svgd.state_dict()}
+    def state_dict(self, group: int = 0) -> dict:
+        """Seed ``group``'s state, in the single-seed format whatever the number of seeds
+        (what has a particle axis is declared: :mod:`steinrl.core.groups`)."""
+        G = len(self.seeds)
+        svgd = optimizer_group(self.svgd.optimizer, group, G)
+        if self.svgd.prev_theta is not None:
+            svgd = {**svgd, "prev_theta": rows(self.svgd.prev_theta, group, G)}
+        state = {"policy": module_group(self.policy, group, G), "prior": module_group(self.prior, group, G),
+                 "svgd": svgd}
         if self.own_opt is not None:
-            state["own_opt"] = self.own_opt.state_dict()
+            state["own_opt"] = optimizer_group(self.own_opt, group, G)
         if self.critic is not None:
-            state["critic"] = {"module": self.critic.state_dict(), **self.critic.extra_state()}
+            extra = self.critic.extra_state()
+            if "optimizer" in extra:
+                extra = {**extra, "optimizer": optimizer_group(self.critic.optimizer, group, G)}
+            state["critic"] = {"module": module_group(self.critic, group, G), **extra}
+        if self.reward_scaler is not None:
+            state["reward_scaler"] = self.reward_scaler.state_dict(group, G)
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        self.policy.load_state_dict(state["policy"])
-        self.prior.load_state_dict(state["prior"])
-        self.svgd.load_state_dict(state["svgd"])
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        """Continue from one :meth:`state_dict` per seed (a single dict: one seed)."""
+        states = [states] if isinstance(states, dict) else list(states)
+        if len(states) != len(self.seeds):
+            raise ValueError(f"{len(self.seeds)} seed(s) need as many states, got {len(states)}")
+        self.policy.load_state_dict(module_join(self.policy, [s["policy"] for s in states]))
+        self.prior.load_state_dict(module_join(self.prior, [s["prior"] for s in states]))
+        svgd = [dict(s["svgd"]) for s in states]
+        prev = [s.pop("prev_theta", None) for s in svgd]
+        self.svgd.load_state_dict({**optimizer_join(self.svgd.optimizer, svgd),
+                                   **({"prev_theta": torch.cat(prev)} if prev[0] is not None else {})})
         if self.own_opt is not None:
-            self.own_opt.load_state_dict(state["own_opt"])
+            self.own_opt.load_state_dict(optimizer_join(self.own_opt, [s["own_opt"] for s in states]))
         if self.critic is not None:
-            self.critic.load_state_dict(state["critic"]["module"])
-            self.critic.load_extra_state(state["critic"])
+            critic = [s["critic"] for s in states]
+            self.critic.load_state_dict(module_join(self.critic, [c["module"] for c in critic]))
+            extra = dict(critic[0])
+            if "optimizer" in extra:
+                extra["optimizer"] = optimizer_join(self.critic.optimizer, [c["optimizer"] for c in critic])
+            self.critic.load_extra_state(extra)
+        if "reward_scaler" in states[0]:
+            self.reward_scaler = self._new_reward_scaler()
+            self.reward_scaler.load_state_dict([s["reward_scaler"] for s in states])

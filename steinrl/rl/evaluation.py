@@ -22,6 +22,7 @@ from steinrl import envs
 from steinrl.errors import ConfigError
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Sampler
+from steinrl.rl.tasks import HostTask
 
 ACT_MODES = ("particle", "sample", "mean")
 
@@ -96,26 +97,25 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
     with torch.no_grad():
         if mode == "per-particle":
             venv = envs.make_vec(cfg.env, M * episodes, max_episode_steps=cfg.rollout.horizon)
-            sampler = Sampler(venv, M, episodes, cfg.rollout.horizon)
+            sampler = Sampler(HostTask(venv), M, episodes, cfg.rollout.horizon)
             gen = torch.Generator(device=device).manual_seed(seed)
             dense = policy.dense()
 
-            def act(obs: np.ndarray, t: int) -> np.ndarray:
+            def act(obs: Tensor, t: int) -> Tensor:
                 noise = None if deterministic else policy.head.draw_noise((M, episodes), gen, device)
-                return policy.sample(torch.as_tensor(obs, device=device), noise, dense).cpu().numpy()
+                return policy.sample(obs.to(device), noise, dense).cpu()
 
-            batch = sampler.collect(act, 1, seed=seed, store=False)
+            returns, lengths = sampler.collect(act, 1, seed=seed).episodes()
             venv.close()
-            return {"returns": [r.tolist() for r in batch.episode_returns],
-                    "lengths": [n.tolist() for n in batch.episode_lengths]}
+            return {"returns": [r.tolist() for r in returns], "lengths": [n.tolist() for n in lengths]}
         actor = EnsembleActor(policy, mode=mode, deterministic=deterministic, seed=seed)
         actor.reset(batch_size=episodes)
         venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.rollout.horizon)
-        sampler = Sampler(venv, 1, episodes, cfg.rollout.horizon)
-        batch = sampler.collect(lambda obs, t: actor.act(torch.as_tensor(obs[0], device=device)).cpu().numpy()[None],
-                                1, seed=seed, store=False)
+        sampler = Sampler(HostTask(venv), 1, episodes, cfg.rollout.horizon)
+        returns, lengths = sampler.collect(lambda obs, t: actor.act(obs[0].to(device)).cpu()[None], 1,
+                                           seed=seed).episodes()
         venv.close()
-        return {"returns": batch.episode_returns[0].tolist(), "lengths": batch.episode_lengths[0].tolist()}
+        return {"returns": returns[0].tolist(), "lengths": lengths[0].tolist()}
 
 
 def evaluate(cfg: Any, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,

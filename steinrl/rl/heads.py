@@ -65,8 +65,9 @@ class PolicyHead(nn.Module):
         """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action."""
         raise NotImplementedError
 
-    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
-        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``, for ``out (M, B, out_dim)``."""
+    def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``, for ``out (M, B, out_dim)``;
+        ``mask`` ``(M, B)`` (1: a real sample) restricts the entropy's mean to the real samples."""
         raise NotImplementedError
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
@@ -81,9 +82,9 @@ class PolicyHead(nn.Module):
         """Head parameters following their own per-particle gradient (their own optimizer)."""
         return []
 
-    def diagnostics(self) -> dict[str, float]:
-        """Scalars to log under ``train/``."""
-        return {}
+    def diagnostics(self, groups: int = 1) -> list[dict[str, float]]:
+        """Scalars to log under ``train/``, one dict per group of particles (seed)."""
+        return [{} for _ in range(groups)]
 
 
 class GaussianHead(PolicyHead):
@@ -120,11 +121,11 @@ class GaussianHead(PolicyHead):
             return out
         return out + scale * noise
 
-    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         log_std = self.log_std.unsqueeze(1)  # M 1 A
         z = (actions - out) * torch.exp(-log_std)
         logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)  # M B
-        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)  # M
+        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)  # M: state-independent, no mask needed
         return logp, entropy
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
@@ -138,8 +139,9 @@ class GaussianHead(PolicyHead):
     def own_parameters(self) -> list[nn.Parameter]:
         return [] if self.log_std_in_kernel else [self.log_std]
 
-    def diagnostics(self) -> dict[str, float]:
-        return {"policy_std": float(self.log_std.detach().exp().mean())}
+    def diagnostics(self, groups: int = 1) -> list[dict[str, float]]:
+        std = self.log_std.detach().exp().view(groups, -1).mean(1).tolist()  # each seed's own
+        return [{"policy_std": value} for value in std]
 
 
 class CategoricalHead(PolicyHead):
@@ -161,11 +163,13 @@ class CategoricalHead(PolicyHead):
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
         return (out if noise is None else out + noise).argmax(-1)  # Gumbel-max
 
-    def log_prob(self, out: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         logp_all = torch.log_softmax(out, -1)
         logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)  # M B
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean(-1)  # M
-        return logp, entropy
+        per_state = -(logp_all.exp() * logp_all).sum(-1)  # M B
+        if mask is None:
+            return logp, per_state.mean(-1)
+        return logp, (per_state * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)  # M
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         probs = torch.softmax(out, -1).mean(0)  # B A: the particles' mean action probabilities

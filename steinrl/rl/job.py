@@ -31,9 +31,9 @@ from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
-from steinrl.rl.torch_rollout import TorchSampler
+from steinrl.rl.tasks import DeviceTask, HostTask
 
-__all__ = ["PolicyGradientJob", "RolloutHooks", "episode_scalars", "make_envs"]
+__all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs"]
 
 
 def _nullable_non_negative(value: Any) -> str | None:
@@ -58,19 +58,40 @@ def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
                          max_episode_steps=cfg.rollout.horizon)
 
 
-def env_backend(cfg: Any) -> str:
-    """``numpy`` or ``torch``: the rollout backend ``cfg.rollout.env_backend`` resolves to."""
+def env_backend(cfg: Any, seeds: int = 1) -> str:
+    """``numpy`` or ``torch``: the rollout backend ``cfg.rollout.env_backend`` resolves to
+    (several seeds in one batch need the torch twins: each seed group resets from its own
+    generator)."""
     from steinrl.envs.torch_tasks import TORCH_TASKS
 
     has_twin = envs.is_steinrl_env(cfg.env) and next(
         (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
     backend = cfg.rollout.env_backend
     if backend == "auto":
-        return "torch" if has_twin and torch.device(cfg.device).type != "cpu" else "numpy"
+        return "torch" if has_twin and (seeds > 1 or torch.device(cfg.device).type != "cpu") else "numpy"
     if backend == "torch" and not has_twin:
         raise ConfigError(f"rollout.env_backend torch runs steinrl's tasks ({', '.join(TORCH_TASKS)}) on the device; "
                           f"{cfg.env!r} has no torch twin: use env_backend numpy")
+    if seeds > 1 and backend != "torch":
+        raise ConfigError(f"several seeds in one batch need rollout.env_backend torch or auto (their torch twins); "
+                          f"got {backend!r}")
     return backend
+
+
+def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
+    """The seeds of a run (``[cfg.seed]`` by default), checked for what a batch of several allows."""
+    if seeds is None:
+        return [cfg.seed]
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds must be distinct, got {seeds}")
+    if len(seeds) > 1:
+        if cfg.rollout.sampling == "whole_episodes":
+            raise ConfigError("seeds in one batch need rollout.sampling continuing or cut (whole episodes make a "
+                              "batch as long as its slowest seed's); e.g. --preset fast")
+        if cfg.policy.normalize_obs or cfg.update.proximal_weight:
+            raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
+    return seeds
 
 
 def episode_scalars(episode_stats: Tensor) -> dict[str, float]:
@@ -189,31 +210,56 @@ class PolicyGradientJob:
         """Raise a :class:`~steinrl.errors.ConfigError` if ``name`` is not a known task."""
         envs.resolve_env_id(name)
 
-    def __init__(self, cfg: Any) -> None:
+    @classmethod
+    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
+        """The policy ensemble (M particles, in eval mode, on ``device``) held by ``job_state``,
+        a checkpoint's ``job`` entry (:meth:`state_dict`). A state that does not hold this
+        config's policy raises KeyError, TypeError or RuntimeError (the caller names the file)."""
+        from steinrl.rl.agent import build_policy
+
+        single = envs.make(cfg.env)
+        try:
+            policy = build_policy(cfg, single.observation_space, single.action_space).to(device)
+        finally:
+            single.close()
+        policy.load_state_dict(job_state["agent"]["policy"])
+        return policy.eval()
+
+    @staticmethod
+    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+        """The config of a batch of several seeds: the torch backend it needs, pinned (so a
+        seed's run directory resumes alone on the same envs)."""
+        check_seeds(cfg, seeds)
+        env_backend(cfg, len(seeds))  # a ConfigError if the backend cannot batch seeds
+        return cfg.replace({"rollout.env_backend": "torch"})
+
+    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         self.cfg = cfg
-        M, E, horizon = cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
-        if env_backend(cfg) == "torch":
+        self.seeds = check_seeds(cfg, seeds)
+        S, M, E, horizon = len(self.seeds), cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
+        if env_backend(cfg, S) == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
 
-            task = make_torch_vec(cfg.env, M * E, device=cfg.device, max_episode_steps=horizon)
-            self.envs = task
-            self.sampler: Sampler | TorchSampler = TorchSampler(task, M, E, horizon)
+            self.envs = make_torch_vec(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
+            task: HostTask | DeviceTask = DeviceTask(self.envs)
             single = envs.make(cfg.env)
             spaces = single.observation_space, single.action_space
             single.close()
         else:
-            self.envs = make_envs(cfg)
-            self.sampler = Sampler(self.envs, M, E, horizon)
+            self.envs = make_envs(cfg)  #: the vector env (host) or the torch task (device)
+            task = HostTask(self.envs)
             spaces = self.envs.single_observation_space, self.envs.single_action_space
-        self.agent = SVPGAgent(cfg, *spaces)
+        self.task = task
+        self.sampler = Sampler(task, S * M, E, horizon)
+        self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
 
     @property
     def num_steps(self) -> int:
         """Iterations of a whole run."""
         return self.cfg.iterations
 
-    def step(self, iteration: int, hooks: RolloutHooks | None = None) -> dict[str, float] | None:
-        """Collect and update once; returns the scalars (None if ``on_rollout_end`` skipped the update)."""
+    def step(self, iteration: int, hooks: RolloutHooks | None = None) -> list[dict[str, float]] | None:
+        """Collect and update once; returns each seed's scalars (None if ``on_rollout_end`` skipped the update)."""
         if hooks is not None and hooks.on_rollout_start is not None:
             hooks.on_rollout_start(iteration)
         t0 = time.perf_counter()
@@ -223,25 +269,33 @@ class PolicyGradientJob:
             return None
         stats = self.agent.update(batch, iteration)
         t2 = time.perf_counter()
-        steps = batch.num_steps
-        scalars = episode_scalars(batch.episode_stats)
-        scalars.update({f"train/{k}": v for k, v in stats.per_group(1)[0].items()})
-        scalars.update({f"train/{k}": v for k, v in self.agent.policy.head.diagnostics().items()})
-        scalars.update({
-            "time/fps": steps / (t2 - t0),
-            "time/rollout_fps": steps / (t1 - t0),
-            "time/iteration_seconds": t2 - t0,
-            "time/steps_per_particle": steps / self.cfg.particles,
-        })
-        return scalars
+        S, M = len(self.seeds), self.cfg.particles
+        steps = batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)).tolist()  # valid env steps per seed
+        episodes = batch.episode_stats.cpu()
+        rows = []
+        for s, (train, head) in enumerate(zip(stats.per_group(S), self.agent.policy.head.diagnostics(S))):
+            scalars = episode_scalars(episodes[:, s * M:(s + 1) * M])
+            scalars.update({f"train/{k}": v for k, v in {**train, **head}.items()})
+            scalars.update({
+                "time/fps": steps[s] / (t2 - t0),
+                "time/rollout_fps": steps[s] / (t1 - t0),
+                "time/iteration_seconds": t2 - t0,
+                "time/steps_per_particle": steps[s] / M,
+            })
+            rows.append(scalars)
+        return rows
 
-    def state_dict(self) -> dict:
-        return {"agent": self.agent.state_dict(), "sampler": self.sampler.state_dict()}
+    def state_dict(self, seed_index: int = 0) -> dict:
+        """Seed ``seed_index``'s state, in the single-seed format (it resumes alone)."""
+        return {"agent": self.agent.state_dict(seed_index),
+                "sampler": self.sampler.state_dict(seed_index, len(self.seeds))}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.sampler.load_state_dict(state["sampler"])
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        """Continue from one :meth:`state_dict` per seed (a single dict: one seed)."""
+        states = [states] if isinstance(states, dict) else list(states)
+        self.agent.load_state_dict([s["agent"] for s in states])
+        self.sampler.load_state_dict([s["sampler"] for s in states])
 
     def close(self) -> None:
-        if hasattr(self.envs, "close"):
-            self.envs.close()
+        if hasattr(self.task, "close"):
+            self.task.close()

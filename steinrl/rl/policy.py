@@ -4,8 +4,9 @@ The head (:mod:`steinrl.rl.heads`, picked from the action space) is the action
 distribution; this module only evaluates the network. Shapes are particle-major:
 observations ``(M, B, obs_dim)`` (or a shared ``(B, obs_dim)``), outputs ``(M, B, out_dim)``.
 
-One action path: :meth:`EnsemblePolicy.sample` (torch) and :meth:`EnsemblePolicy.actor`
-(the rollout's numpy twin of the same forward on CPU) both end in ``head.sample``;
+One action path: :meth:`EnsemblePolicy.sample` and :meth:`EnsemblePolicy.actor` (the
+rollout's act function) both run :func:`~steinrl.core.ensemble.mlp_forward` and end in
+``head.sample``;
 :class:`steinrl.rl.evaluation.EnsembleActor` builds its acting modes on top of them.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.ensemble import ACTIVATIONS, Dense, EnsembleMLP, mlp_forward
+from steinrl.core.ensemble import ACTIVATIONS, INITS, Dense, EnsembleMLP, mlp_forward
 from steinrl.core.priors import Prior
 from steinrl.registry import Option, at_least_one
 from steinrl.rl.heads import head_for
@@ -26,24 +27,14 @@ from steinrl.rl.heads import head_for
 __all__ = ["EnsemblePolicy", "ObsNormalizer", "POLICY_OPTIONS"]
 
 
-def _np_elu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
-
-
-#: numpy activations for :meth:`EnsemblePolicy.actor` (in place where numpy allows).
-_NUMPY_ACTIVATIONS = {
-    "tanh": lambda x: np.tanh(x, out=x),
-    "relu": lambda x: np.maximum(x, 0, out=x),
-    "elu": _np_elu,
-    "identity": None,
-}
-
 #: The ``policy`` config section (the head's own options are added to it).
 POLICY_OPTIONS: tuple[Option, ...] = (
     Option("hidden", list[int], [25, 10], "Hidden layer sizes of the policy MLP.", check=at_least_one),
     Option("activation", str, "tanh", "Hidden activation of policy and value MLPs.",
            choices=tuple(a for a in ACTIVATIONS if a != "identity")),
     Option("output_gain", float, 1.0, "Init gain of the policy's output layer (1: Glorot, as the SVPG code)."),
+    Option("init", str, "glorot", "Weight init of the policy MLP: glorot (the SVPG code's), lecun, or orthogonal "
+           "(gain sqrt 2 hidden, output_gain output, bias 0: PPO's, with output_gain 0.01).", choices=INITS),
     Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
 )
 
@@ -54,6 +45,9 @@ class ObsNormalizer(nn.Module):
     Kept as buffers so it travels with the policy's ``state_dict``. Disabled instances
     are the identity.
     """
+
+    #: no particle axis: every particle (and every seed of a batch) shares the statistics
+    shared_state = ("mean", "var", "count")
 
     def __init__(self, obs_dim: int, enabled: bool, clip: float = 10.0, eps: float = 1e-8):
         super().__init__()
@@ -90,7 +84,7 @@ class ObsNormalizer(nn.Module):
         return ((x - mean) / std).clamp_(-self.clip, self.clip)
 
     def numpy_stats(self) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """``(mean, std, clip)`` as float32 numpy arrays for the numpy actor (None if disabled)."""
+        """``(mean, std, clip)`` as float32 numpy arrays for the rollout's act function on the CPU (None if disabled)."""
         if not self.enabled:
             return None
         std = np.sqrt(self.var.cpu().numpy() + self.eps).astype(np.float32)
@@ -108,6 +102,7 @@ class EnsemblePolicy(nn.Module):
     :param layer: structured layer family (``gaussian``, ``householder``, ``kronecker``).
     :param layer_options: the family's options (e.g. ``{"K": 1}`` for householder).
     :param output_gain: init gain of the output layer.
+    :param init: weight init (``glorot``, ``lecun``, ``orthogonal``; see :class:`~steinrl.core.ensemble.EnsembleMLP`).
     :param normalize_obs: running observation normalisation.
     :param head_options: the head's options (e.g. ``log_std_init`` of the Gaussian head);
         options of other heads are ignored.
@@ -125,6 +120,7 @@ class EnsemblePolicy(nn.Module):
         layer: str = "gaussian",
         layer_options: dict | None = None,
         output_gain: float = 0.01,
+        init: str = "glorot",
         normalize_obs: bool = False,
         head_options: dict | None = None,
         generator: torch.Generator | None = None,
@@ -142,7 +138,7 @@ class EnsemblePolicy(nn.Module):
                              **{k: v for k, v in (head_options or {}).items() if k in own})
         self.net = EnsembleMLP(
             num_particles, self.obs_dim, list(hidden), self.head.out_dim, activation=activation, layer=layer,
-            layer_options=layer_options, output_gain=output_gain, generator=generator, device=device,
+            layer_options=layer_options, output_gain=output_gain, init=init, generator=generator, device=device,
         )
         if device is not None:
             self.to(device)
@@ -186,49 +182,34 @@ class EnsemblePolicy(nn.Module):
         """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
         return self.head.log_prob(self.outputs(obs, dense), actions)
 
-    def device_actor(self, noise: Tensor | None, dense: Dense | None = None,
-                     sample: Callable[..., Tensor] | None = None) -> Callable[[Tensor, int], Tensor]:
-        """A torch act function ``act(obs (M, E, obs_dim), t) -> actions`` on the policy's
-        device, for the device-resident rollout: one ensemble forward per step, no host sync.
-        ``sample``: a stand-in for :meth:`sample` with its signature (e.g. ``torch.compile(policy.sample)``)."""
-        dense = self.dense() if dense is None else dense
-        sample = self.sample if sample is None else sample
-        return lambda obs, t: sample(obs, None if noise is None else noise[t], dense)
+    def actor(self, noise: Tensor | None, dense: Dense | None = None,
+              sample: Callable[..., Tensor] | None = None) -> Callable[[Tensor, int], Tensor]:
+        """The rollout's act function ``act(obs (M, E, obs_dim), t) -> actions (M, E, ...)``:
+        one ensemble forward per step, tensors on the policy's device, no host sync.
 
-    def actor(self, noise: Tensor | None, dense: Dense | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
-        """A numpy act function ``act(obs (M, E, obs_dim), t) -> actions`` for the rollout.
-
-        ``noise`` ``(T, M, E, out_dim)`` is consumed one step ``t`` at a time; ``None``
-        gives deterministic actions. On CPU the forward runs in numpy on the materialised
-        dense weights (a rollout step is a few tiny matmuls, where numpy's per-call cost
-        is a fraction of torch's); on other devices it calls :meth:`sample`. Both end in
-        ``head.sample`` and give the same actions up to float rounding.
+        ``noise`` ``(T, M, E, out_dim)`` (from ``head.draw_noise``) is consumed one step ``t``
+        at a time; ``None`` gives deterministic actions. On the CPU the same
+        :func:`~steinrl.core.ensemble.mlp_forward` and ``head.sample`` run on numpy views of
+        the weights, noise and observations (no copies): a step's tiny matmuls cost a third of
+        torch's per-call overhead there. ``sample``: a stand-in for :meth:`sample` with its
+        signature on other devices (e.g. ``torch.compile(policy.sample)``).
         """
         dense = self.dense() if dense is None else dense
-        device = dense[0][0].device
-        if device.type != "cpu":
-            def act_torch(obs: np.ndarray, t: int) -> np.ndarray:
-                o = torch.as_tensor(obs, device=device)
-                return self.sample(o, None if noise is None else noise[t], dense).cpu().numpy()
-            return act_torch
-        layers = [(W.detach().numpy(), b.detach().numpy()[:, None, :]) for W, b in dense]
-        act_fn = _NUMPY_ACTIVATIONS[self.net.activation]
+        if dense[0][0].device.type != "cpu":
+            sample, device = self.sample if sample is None else sample, dense[0][0].device
+            return lambda obs, t: sample(obs.to(device), None if noise is None else noise[t], dense).to(obs.device)
+        layers = [(W.detach().numpy(), b.detach().numpy()) for W, b in dense]
         norm = self.obs_norm.numpy_stats()
         noise_np = None if noise is None else noise.detach().numpy()
         scale = self.head.scale()
         scale_np = None if scale is None else scale.detach().numpy()  # (M, 1, out_dim)
-        last = len(layers) - 1
-        sample = self.head.sample
+        activation, head_sample = self.net.activation, self.head.sample
 
-        def act(obs: np.ndarray, t: int) -> np.ndarray:
-            x = obs
+        def act(obs: Tensor, t: int) -> Tensor:
+            x = obs.numpy()
             if norm is not None:
                 x = np.clip((x - norm[0]) / norm[1], -norm[2], norm[2])
-            for i, (W, b) in enumerate(layers):
-                x = np.matmul(x, W)
-                x += b
-                if i != last and act_fn is not None:
-                    x = act_fn(x)
-            return sample(x, None if noise_np is None else noise_np[t], scale_np)
+            out = mlp_forward(layers, x, activation)
+            return torch.from_numpy(np.asarray(head_sample(out, None if noise_np is None else noise_np[t], scale_np)))
 
         return act

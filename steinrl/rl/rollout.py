@@ -20,6 +20,14 @@ Three sampling modes (``rollout.sampling``):
 
 Vector envs use Gymnasium's next-step autoreset: the step after an episode ended only
 resets that env; it is stored but marked invalid.
+
+One sampler for every backend: it steps a :class:`~steinrl.rl.tasks.VectorTask` (Gymnasium
+vector envs on the host through zero-copy tensors, or the torch twins of steinrl's tasks on
+the training device). Its loop only acts, steps and writes the buffers; validity, the
+stopping rule and the episode statistics are computed over ``(T, N)`` afterwards
+(:mod:`steinrl.rl.episodes`), so the per-step work is the same few operations on every
+device and a device batch synchronises with the host only to learn, every ``check_every``
+steps, whether whole episodes have all ended.
 """
 
 from __future__ import annotations
@@ -28,19 +36,19 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
 
+from steinrl.core.groups import rows
 from steinrl.errors import NonFiniteError
 from steinrl.registry import Option, at_least_one
-from steinrl.rl.heads import space_bounds
+from steinrl.rl.episodes import Start, WholeEpisodeRule, bookkeeping, previous_done
+from steinrl.rl.tasks import NonFiniteAction, VectorTask
 
-#: ``act(obs (M, E, obs_dim) float32 numpy, t) -> actions (M, E, *action_shape)`` numpy
-#: arrays. The sampler works in numpy end to end (no per-step tensor conversions);
-#: :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
-ActFn = Callable[[np.ndarray, int], np.ndarray]
+#: ``act(obs (M, E, obs_dim) float32, t) -> actions (M, E, *action_shape)``, tensors on the
+#: task's device; :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
+ActFn = Callable[[Tensor, int], Tensor]
 
 SAMPLING_MODES = ("whole_episodes", "continuing", "cut")
 
@@ -74,7 +82,7 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
 
 @dataclass
 class Batch:
-    """One iteration's samples, tensors on the rollout's device. ``T`` is the number of vector steps taken."""
+    """One iteration's samples, tensors on the task's device. ``T`` is the number of vector steps taken."""
 
     obs: Tensor  # (T + 1, M, E, obs_dim) float32; obs[t + 1] follows step t (final obs if step t ended)
     actions: Tensor  # (T, M, E, *action_shape) in the action space's dtype
@@ -85,51 +93,54 @@ class Batch:
     timestep: Tensor  # (T + 1, M, E) int32: obs[t]'s step index within its episode
     episode_stats: Tensor  # (3, M) float64: per particle the sum of its completed episodes' returns,
     #                        the sum of their lengths, and their number
-    episode_returns: list[np.ndarray] | None = None  # per particle: each completed episode's return (CPU rollout)
-    episode_lengths: list[np.ndarray] | None = None  # per particle: each completed episode's length (CPU rollout)
+    episode_return: Tensor  # (T, M, E) float64: at the step that ended an episode, its return (0 elsewhere)
+    episode_length: Tensor  # (T, M, E) int64: at that step, its length (0 elsewhere)
+    ended: Tensor  # (T, M, E) bool: a valid step that ended an episode
 
     @property
     def num_steps(self) -> int:
-        """Valid env steps over all particles."""
+        """Valid env steps over all particles (a host sync on a device)."""
         return int(self.valid.sum())
+
+    def episodes(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per particle, the return and the length of each episode it completed, in the order
+        they ended (numpy, on the host)."""
+        ended = self.ended.transpose(0, 1).reshape(self.ended.shape[1], -1).cpu().numpy()  # (M, T*E)
+        ret = self.episode_return.transpose(0, 1).reshape(ended.shape).cpu().numpy()
+        length = self.episode_length.transpose(0, 1).reshape(ended.shape).cpu().numpy()
+        return [r[e] for r, e in zip(ret, ended)], [n[e] for n, e in zip(length, ended)]
 
     def to(self, device: torch.device) -> "Batch":
         """The batch with its tensors on ``device`` (one transfer each; a no-op where they are)."""
-        moved = {f: getattr(self, f).to(device) for f in ("obs", "actions", "rewards", "terminated", "done", "valid",
-                                                          "timestep", "episode_stats")}
-        return Batch(**moved, episode_returns=self.episode_returns, episode_lengths=self.episode_lengths)
+        return Batch(**{f: getattr(self, f).to(device) for f in self.__dataclass_fields__})
 
 
 class Sampler:
-    """Steps a Gymnasium ``VectorEnv`` of ``M * E`` envs for a policy ensemble (numpy, on the host).
+    """Steps a :class:`~steinrl.rl.tasks.VectorTask` of ``M * E`` envs for a policy ensemble.
 
-    :param envs: vector env with ``num_envs == M * E`` and next-step autoreset.
+    :param task: ``num_envs == M * E`` envs with next-step autoreset.
     :param num_particles: M.
     :param envs_per_particle: E.
     :param horizon: maximum episode length (bounds how long whole episodes can run).
+    :param check_every: whole episodes: steps between two checks whether every env has
+        stopped (default 8 on the CPU, where a check is cheap, 64 on other devices, where it
+        synchronises); the steps past the last stop are dropped.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, num_particles: int, envs_per_particle: int,
-                 horizon: int):
-        if envs.num_envs != num_particles * envs_per_particle:
-            raise ValueError(f"vector env has {envs.num_envs} envs, expected M*E = {num_particles * envs_per_particle}")
-        mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-        if mode != gym.vector.AutoresetMode.NEXT_STEP:
-            raise ValueError(f"steinrl needs next-step autoreset vector envs, got {mode}")
-        self.envs = envs
+    def __init__(self, task: VectorTask, num_particles: int, envs_per_particle: int, horizon: int,
+                 check_every: int | None = None) -> None:
+        if task.num_envs != num_particles * envs_per_particle:
+            raise ValueError(f"vector env has {task.num_envs} envs, expected M*E = {num_particles * envs_per_particle}")
+        self.task = task
         self.M, self.E = num_particles, envs_per_particle
         self.horizon = horizon
-        space = envs.single_action_space
-        self.bounds = space_bounds(space)
-        self.obs_dim = int(np.prod(envs.single_observation_space.shape))
-        self.action_shape = tuple(space.shape)
-        self.action_dtype = np.float32 if space.dtype == np.float64 else space.dtype
+        self.device = task.device
+        self.check_every = check_every or (8 if self.device.type == "cpu" else 64)
+        self.obs_dim, self.action_shape = task.obs_dim, tuple(task.action_shape)
         self._capacity = 0
-        #: continuing sampling: where the last batch left every env (obs, episode progress)
-        self.carry: dict[str, np.ndarray] | None = None
-
-    #: this sampler's act function takes and returns numpy arrays (see :data:`ActFn`)
-    device_resident = False
+        self._finite: Tensor | None = None  # (M,) whether the last batch's actions were finite (device tasks)
+        #: continuing sampling: where the last batch left every env
+        self.carry: Start | None = None
 
     def max_steps(self, steps_per_particle: int, mode: str) -> int:
         """Upper bound on the vector steps of one batch.
@@ -146,140 +157,106 @@ class Sampler:
     def _allocate(self, T: int) -> None:
         if T <= self._capacity:
             return
-        N = self.M * self.E
-        self._obs = np.empty((T + 1, N, self.obs_dim), dtype=np.float32)
-        self._act = np.empty((T, N, *self.action_shape), dtype=self.action_dtype)
-        self._rew = np.empty((T, N), dtype=np.float32)
-        self._term = np.empty((T, N), dtype=bool)
-        self._done = np.empty((T, N), dtype=bool)
-        self._valid = np.empty((T, N), dtype=bool)
-        self._tstep = np.empty((T + 1, N), dtype=np.int32)
+        N, dev = self.M * self.E, self.device
+        self._obs = torch.empty((T + 1, N, self.obs_dim), device=dev)
+        self._act = torch.empty((T, N, *self.action_shape), dtype=self.task.action_dtype, device=dev)
+        self._rew = torch.empty((T, N), dtype=torch.float64, device=dev)
+        self._term = torch.empty((T, N), dtype=torch.bool, device=dev)
+        self._trunc = torch.empty((T, N), dtype=torch.bool, device=dev)
         self._capacity = T
 
-    def state_dict(self) -> dict:
+    def state_dict(self, group: int = 0, groups: int = 1) -> dict:
         """Continuing sampling's carry-over (each env's observation and episode progress) and
-        the envs' own state, so that a restored run continues the same episodes. Empty in
-        the other modes (every batch starts from a seeded reset)."""
+        the envs' own state, of seed group ``group`` of ``groups``, so that a restored run
+        continues the same episodes. Empty in the other modes (every batch starts from a
+        seeded reset)."""
         if self.carry is None:
             return {}
-        state = {"carry": {k: torch.from_numpy(np.array(v)) for k, v in self.carry.items()}}
-        if hasattr(self.envs, "get_state"):  # arrays as tensors: loadable with weights_only=True
-            state["envs"] = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
-                             for k, v in self.envs.get_state().items()}
+        state = {"carry": {k: rows(v, group, groups) for k, v in vars(self.carry).items()}}  # env axis first
+        envs = self.task.get_state(group, groups)
+        if envs is not None:
+            state["envs"] = envs
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        if "carry" not in state:
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        """Continue from one :meth:`state_dict` per seed group (a single dict: one group)."""
+        states = [states] if isinstance(states, dict) else list(states)
+        if "carry" not in states[0]:
             self.carry = None
-        elif "envs" in state and hasattr(self.envs, "set_state"):
-            self.envs.set_state({k: v.numpy() if isinstance(v, Tensor) else v for k, v in state["envs"].items()})
-            self.carry = {k: v.numpy().copy() for k, v in state["carry"].items()}
+        elif "envs" in states[0]:
+            self.task.set_state([s["envs"] for s in states])
+            self.carry = Start(**{k: torch.cat([s["carry"][k] for s in states]).to(self.device)
+                                  for k in states[0]["carry"]})
         else:  # a Gymnasium env whose state cannot be saved: the restored run starts fresh episodes
             warnings.warn("continuing sampling on Gymnasium envs whose state a checkpoint cannot hold: the restored "
                           "run's envs start fresh episodes (steinrl's own tasks continue exactly)", stacklevel=2)
             self.carry = None
 
-    def _start(self, mode: str, seed: int | None) -> dict[str, np.ndarray]:
+    def _start(self, mode: str, seed: int | list[int] | None) -> Start:
         """Where the batch starts: fresh episodes (reset with ``seed``), or, continuing, where the last one ended."""
         if mode == "continuing" and self.carry is not None:
             return self.carry
-        N = self.M * self.E
-        obs, _ = self.envs.reset(seed=seed)
-        return {"obs": np.asarray(obs, dtype=np.float32).reshape(N, -1), "prev_done": np.zeros(N, dtype=bool),
-                "ep_ret": np.zeros(N), "ep_len": np.zeros(N, dtype=np.int64), "tstep": np.zeros(N, dtype=np.int32)}
+        return Start.fresh(self.task.reset(seed))
+
+    def check_finite(self) -> None:
+        """Raise :class:`NonFiniteError` naming the particles if the last batch had a
+        non-finite action (one sync; tasks that check actions raised already)."""
+        if self._finite is not None and not bool(self._finite.all()):
+            raise NonFiniteError(f"non-finite action in particle(s) {torch.nonzero(~self._finite).flatten().tolist()}")
 
     def collect(self, act: ActFn, steps_per_particle: int, *, mode: str = "whole_episodes",
-                seed: int | None = None, store: bool = True) -> Batch:
+                seed: int | list[int] | None = None) -> Batch:
         """Run one batch and return it (views into preallocated buffers, valid until the next call).
 
         :param act: the ensemble's action function (see :data:`ActFn`).
         :param steps_per_particle: the batch budget of each particle (see the module docstring).
         :param mode: ``whole_episodes``, ``cut`` or ``continuing`` (see the module docstring).
-        :param seed: seed for ``envs.reset`` at the start of the batch (``continuing``: of the first batch).
-        :param store: keep observations and actions (training); off for evaluation.
+        :param seed: seed of the reset at the start of the batch (``continuing``: of the first
+            batch); a list: one per seed group of a device task.
         """
         if mode not in SAMPLING_MODES:
             raise ValueError(f"unknown sampling mode {mode!r}; choices: {', '.join(SAMPLING_MODES)}")
-        whole_episodes = mode == "whole_episodes"
         M, E, N = self.M, self.E, self.M * self.E
         T_max = self.max_steps(steps_per_particle, mode)
         self._allocate(T_max)
         start = self._start(mode, seed)
-        obs, prev_done = start["obs"], start["prev_done"].copy()
-        ep_ret, ep_len, tstep = start["ep_ret"].copy(), start["ep_len"].copy(), start["tstep"].copy()
-        active = np.ones(N, dtype=bool)
-        completed = np.zeros(M, dtype=np.int64)  # steps in each particle's completed episodes
-        owner = np.arange(N) // E  # particle of each env
-        ended_env: list[np.ndarray] = []
-        ended_ret: list[np.ndarray] = []
-        ended_len: list[np.ndarray] = []
-        low_high = self.bounds
-        t = 0
+        rule = WholeEpisodeRule(M, E, steps_per_particle, self.device) if mode == "whole_episodes" else None
+        obs, t0, T = start.obs, 0, T_max
         for t in range(T_max):
-            if store:
-                self._obs[t] = obs
-                self._tstep[t] = tstep
-            a_np = np.asarray(act(obs.reshape(M, E, -1), t)).reshape(N, *self._act.shape[2:])
-            if not np.isfinite(a_np).all():
-                bad = np.unique(np.flatnonzero(~np.isfinite(a_np).reshape(N, -1).all(1)) // E).tolist()
-                raise NonFiniteError(f"non-finite action at rollout step {t} in particle(s) {bad}")
-            if store:
-                self._act[t] = a_np
-            if low_high is not None:  # (np.clip costs several times more than these two)
-                a_np = np.minimum(np.maximum(a_np, low_high[0]), low_high[1])
-            obs_np, rew, term, trunc, _ = self.envs.step(a_np)
-            obs = np.asarray(obs_np, dtype=np.float32).reshape(N, -1)  # converted once per step
-            tstep += 1
-            tstep[prev_done] = 0  # this step was a reset: the new obs starts an episode
-            done = np.logical_or(term, trunc, out=self._done[t])
-            valid = np.greater(active, prev_done, out=self._valid[t])  # active and not a reset step
-            self._rew[t] = rew
-            self._term[t] = term
-            ep_ret += rew * valid
-            ep_len += valid
-            ended = done & valid
-            if ended.any():
-                idx = np.flatnonzero(ended)
-                ended_env.append(idx)
-                ended_ret.append(ep_ret[idx])
-                ended_len.append(ep_len[idx])
-                if whole_episodes:
-                    np.add.at(completed, idx // E, ep_len[idx])
-                ep_ret[idx] = 0.0
-                ep_len[idx] = 0
-            if whole_episodes:
-                between = ended | (prev_done & active)  # envs that would start a new episode
-                if between.any():
-                    # a particle's steps so far: completed episodes + episodes in progress
-                    collected = completed + ep_len.reshape(M, E).sum(1)
-                    active &= ~(between & (collected[owner] >= steps_per_particle))
-                    if not active.any():
-                        break
-            prev_done = done  # a view of self._done[t], never written again this batch
-        T = t + 1
-        if store:
+            self._obs[t] = obs
+            actions = act(obs.view(M, E, -1), t).reshape(N, *self.action_shape)
+            self._act[t] = actions
+            try:
+                obs, self._rew[t], self._term[t], self._trunc[t] = self.task.step(actions)
+            except NonFiniteAction as exc:
+                bad = sorted({n // E for n in exc.envs})
+                raise NonFiniteError(f"non-finite action at rollout step {t} in particle(s) {bad}") from None
+            if rule is not None and ((t + 1) % self.check_every == 0 or t + 1 == T_max):
+                done = self._term[t0:t + 1] | self._trunc[t0:t + 1]
+                first = start.prev_done if t0 == 0 else self._term[t0 - 1] | self._trunc[t0 - 1]
+                if bool(rule.advance(done, previous_done(done, first), t0)):  # the one sync of this mode
+                    T = int(rule.stop.max()) + 1  # the steps after the last env stopped are dropped
+                    break
+                t0 = t + 1
+        # a device task does not look at actions: flag them here, checked by check_finite (no sync now)
+        self._finite = None if self.task.checks_actions else torch.isfinite(self._act[:T].view(T, M, -1)).all(2).all(0)
+        if T == t + 1:  # (else obs[T] was written by the loop)
             self._obs[T] = obs
-            self._tstep[T] = tstep
-        self.carry = {"obs": obs, "prev_done": prev_done.copy(), "ep_ret": ep_ret, "ep_len": ep_len,
-                      "tstep": tstep} if mode == "continuing" else None
-        env_idx = np.concatenate(ended_env) if ended_env else np.zeros(0, dtype=np.int64)
-        rets = np.concatenate(ended_ret) if ended_ret else np.zeros(0)
-        lens = np.concatenate(ended_len) if ended_len else np.zeros(0, dtype=np.int64)
-        particle = env_idx // E
-        stats = np.stack([np.bincount(particle, rets, minlength=M), np.bincount(particle, lens, minlength=M),
-                          np.bincount(particle, minlength=M)]).astype(np.float64)
-        return Batch(  # zero-copy views of the buffers
-            obs=torch.from_numpy(self._obs[: T + 1]).view(T + 1, M, E, self.obs_dim),
-            actions=torch.from_numpy(self._act[:T]).view(T, M, E, *self._act.shape[2:]),
-            rewards=torch.from_numpy(self._rew[:T]).view(T, M, E),
-            terminated=torch.from_numpy(self._term[:T]).view(T, M, E),
-            done=torch.from_numpy(self._done[:T]).view(T, M, E),
-            valid=torch.from_numpy(self._valid[:T]).view(T, M, E),
-            timestep=torch.from_numpy(self._tstep[: T + 1]).view(T + 1, M, E),
-            episode_stats=torch.from_numpy(stats),
-            episode_returns=[rets[particle == i] for i in range(M)],
-            episode_lengths=[lens[particle == i] for i in range(M)],
-        )
+        books = bookkeeping(self._rew[:T], self._term[:T], self._trunc[:T], start,
+                            None if rule is None else rule.stop, M)
+        self.carry = None
+        if mode == "continuing":
+            books.end.obs = obs
+            self.carry = books.end
+
+        def view(x: Tensor) -> Tensor:
+            return x.view(x.shape[0], M, E, *x.shape[2:])
+
+        return Batch(obs=view(self._obs[: T + 1]), actions=view(self._act[:T]), rewards=view(self._rew[:T].float()),
+                     terminated=view(self._term[:T]), done=view(books.done), valid=view(books.valid),
+                     timestep=view(books.timestep), episode_stats=books.stats,
+                     episode_return=view(books.episode_return), episode_length=view(books.episode_length),
+                     ended=view(books.ended))
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The ``steinrl`` command: ``steinrl train ...`` and ``steinrl evaluate ...``.
+"""The ``steinrl`` command: ``steinrl train ...``, ``steinrl evaluate ...`` (:mod:`steinrl.run.evaluate_cli`)
+and ``steinrl sweep ...`` (:mod:`steinrl.run.sweep`).
 
 ``train.py`` and ``evaluate.py`` at the repository root are thin wrappers of the two
 subcommands. Exit codes: 0 done; 2 a user error (one line ``error: ...``, nothing
@@ -17,6 +18,7 @@ from typing import Sequence
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import EXIT_DIVERGED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, _Parser, run_cli
+from steinrl.run.evaluate_cli import evaluate_main, evaluate_parser  # noqa: F401 (steinrl.run.cli's API)
 from steinrl.run.sweep import sweep_main
 
 # --- train ------------------------------------------------------------------------------
@@ -111,7 +113,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
             raise ConfigError("--seeds cannot be combined with --seed or --resume (resume each seed's run directory "
                               "on its own)")
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
-        return _train_seeds(cfg, _parse_seeds(args.seeds), command)
+        trainer = Trainer(cfg, _parse_seeds(args.seeds))  # validates everything before any directory is made
+        return run_training(trainer, _claim_seed_runs(trainer), command)
     if not args.resume:
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg)
@@ -146,87 +149,67 @@ def _parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _train_seeds(cfg, seeds: list[int], command: str) -> int:  # noqa: ANN001
-    """``steinrl train --seeds``: the seeds as one batch, each seed in its own locked run directory."""
+def _claim_seed_runs(trainer) -> list:  # noqa: ANN001
+    """One locked run directory per seed of ``trainer`` (``<run-name>-seed<S>`` under a given name)."""
     from contextlib import ExitStack
 
-    import steinrl
-    from steinrl.errors import NonFiniteError
-    from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit_seeds
-    from steinrl.run.seed_batch import SeedBatchTrainer
-
-    import torch
-
-    batch = SeedBatchTrainer(cfg, seeds)  # validates everything before any directory is made
-    if cfg.run.threads > 0:
-        torch.set_num_threads(cfg.run.threads)
-    name = cfg.run.run_name
-    with ExitStack() as stack:
+    name = trainer.config.run.run_name
+    with ExitStack() as stack:  # release the ones claimed so far if a later one fails
         run_dirs = []
-        for view in batch.views:
-            if name is not None:
-                view.config = view.config.replace({"run.run_name": f"{name}-seed{view.config.seed}"})
-            run_dirs.append(stack.enter_context(_claim_new_run(view.config)))
-        checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every) for d in run_dirs]
-        callbacks = [[MetricsCallback(d.path, cfg.run.tensorboard), ck] for d, ck in zip(run_dirs, checkpoints)]
-        callbacks[0].append(ProgressCallback(cfg.run.progress, cfg.run.log_every,
-                                             f"{cfg.algo} {cfg.env} seeds {','.join(map(str, seeds))}"))
-        for view, d in zip(batch.views, run_dirs):
-            d.write_config(view.config, {"steinrl_version": steinrl.__version__, "command": command,
-                                         "run_name": d.path.name, "seed_batch": seeds,
-                                         "config_sources": list(view.config.sources),
-                                         "started": datetime.now().isoformat(timespec="seconds")})
-            print(f"run directory (seed {view.config.seed}): {d.path}", file=sys.stderr)
-        start = time.perf_counter()
-        with GracefulStop() as stop:
-            try:
-                status = fit_seeds(batch, callbacks, stop)
-            except NonFiniteError as exc:
-                print(f"error: training diverged: {exc} (particles numbered across the seeds, {cfg.particles} per "
-                      "seed); the last good checkpoint of each seed, if any, is kept", file=sys.stderr)
-                return EXIT_DIVERGED
-            finally:
-                batch.close()
-        seconds = time.perf_counter() - start
-        for view, d in zip(batch.views, run_dirs):
-            _summary(view, d.path, view.config, status, 0, seconds)
-    if status == "interrupted":
-        return EXIT_SIGTERM if stop.signal == 15 else EXIT_SIGINT
-    return 0
+        for i, cfg in enumerate(trainer.seed_configs):
+            if name is not None and len(trainer.seeds) > 1:
+                cfg = trainer.seed_configs[i] = cfg.replace({"run.run_name": f"{name}-seed{cfg.seed}"})
+            run_dirs.append(stack.enter_context(_claim_new_run(cfg)))
+        stack.pop_all()
+    return run_dirs
 
 
-def run_training(trainer, run_dir, command: str = "") -> int:  # noqa: ANN001
-    """Train ``trainer`` to the end in the locked ``run_dir`` (a :class:`~steinrl.run.loop.RunDirectory`)
-    with metrics, checkpoints, progress and signal handling; returns the exit code."""
+def run_training(trainer, run_dirs, command: str = "") -> int:  # noqa: ANN001
+    """Train ``trainer`` to the end, each seed in its locked run directory (``run_dirs``: one
+    :class:`~steinrl.run.loop.RunDirectory` per seed, or one for a single seed) with metrics,
+    checkpoints, progress and signal handling; returns the exit code."""
+    from contextlib import ExitStack
+
     import steinrl
     from steinrl.errors import NonFiniteError
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
     import torch
 
-    cfg = trainer.config
+    run_dirs = list(run_dirs) if isinstance(run_dirs, (list, tuple)) else [run_dirs]
+    cfg, seeds = trainer.config, trainer.seeds
     if cfg.run.threads > 0:
         torch.set_num_threads(cfg.run.threads)
-    meta = {"steinrl_version": steinrl.__version__, "command": command, "run_name": run_dir.path.name,
-            "config_sources": list(cfg.sources), "started": datetime.now().isoformat(timespec="seconds")}
     start, first = time.perf_counter(), trainer.iteration
-    checkpoints = CheckpointCallback(run_dir.checkpoint, cfg.run.checkpoint_every)
-    callbacks = [MetricsCallback(run_dir.path, cfg.run.tensorboard), checkpoints,
-                 ProgressCallback(cfg.run.progress, cfg.run.log_every, f"{cfg.algo} {cfg.env}")]
-    print(f"run directory: {run_dir.path}", file=sys.stderr)
-    with run_dir, GracefulStop() as stop:
-        run_dir.write_config(cfg, meta)
+    checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every, i) for i, d in enumerate(run_dirs)]
+    callbacks = [cb for i, d in enumerate(run_dirs) for cb in (MetricsCallback(d.path, cfg.run.tensorboard, i),
+                                                               checkpoints[i])]
+    desc = f"{cfg.algo} {cfg.env}" + (f" seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else "")
+    callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc))
+    with ExitStack() as stack, GracefulStop() as stop:
+        for i, d in enumerate(run_dirs):
+            stack.enter_context(d)
+            seed_cfg = trainer.seed_configs[i]
+            meta = {"steinrl_version": steinrl.__version__, "command": command, "run_name": d.path.name,
+                    "config_sources": list(seed_cfg.sources), "started": datetime.now().isoformat(timespec="seconds")}
+            if len(seeds) > 1:
+                meta["seed_batch"] = seeds
+            d.write_config(seed_cfg, meta)
+            print(f"run directory{f' (seed {seed_cfg.seed})' if len(seeds) > 1 else ''}: {d.path}", file=sys.stderr)
         try:
             status = fit(trainer, callbacks, stop)
         except NonFiniteError as exc:
-            saved = checkpoints.saved_iteration
-            kept = (f"the last good checkpoint (iteration {saved}) is kept in {run_dir.path}" if saved is not None
-                    else "no checkpoint was written")
-            print(f"error: training diverged: {exc}; {kept}", file=sys.stderr)
+            kept = [f"iteration {ck.saved_iteration} in {d.path}" for ck, d in zip(checkpoints, run_dirs)
+                    if ck.saved_iteration is not None]
+            where = f"the last good checkpoint ({'; '.join(kept)}) is kept" if kept else "no checkpoint was written"
+            numbered = f" (particles numbered across the seeds, {cfg.particles} per seed)" if len(seeds) > 1 else ""
+            print(f"error: training diverged: {exc}{numbered}; {where}", file=sys.stderr)
             return EXIT_DIVERGED
         finally:
             trainer.close()
-    _summary(trainer, run_dir.path, cfg, status, first, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    for i, d in enumerate(run_dirs):
+        _summary(trainer, d.path, trainer.seed_configs[i], status, first, seconds)
     if status == "interrupted":
         return EXIT_SIGTERM if stop.signal == 15 else EXIT_SIGINT
     return 0
@@ -246,114 +229,37 @@ def train(cfg) -> Path:  # noqa: ANN001
     return run_dir.path
 
 
-def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:
+def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:  # noqa: ANN001
+    """The end of a run: its status, iterations and headline (iterations numbered as in metrics.jsonl, from 0)."""
     from steinrl.run.logger import read_metrics
 
     result = trainer.job.summary(read_metrics(run_dir))
     if status == "interrupted":
-        print(f"stopped after iteration {trainer.iteration}; checkpoint saved. Continue with: "
-              f"steinrl train --resume {run_dir}", file=sys.stderr)
-    print(f"{status}: {trainer.iteration - first} iterations ({trainer.iteration}/{trainer.job.num_steps}) in "
+        print(f"stopped after iteration {trainer.iteration - 1} (the last row of metrics.jsonl); checkpoint saved. "
+              f"Continue with: steinrl train --resume {run_dir}", file=sys.stderr)
+    print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {trainer.job.num_steps}) in "
           f"{seconds:.1f} s; {result}; run {run_dir}\n"
           f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
 
 
-# --- evaluate ---------------------------------------------------------------------------
-def evaluate_parser(prog: str = "steinrl evaluate") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Score trained runs (every particle and the ensemble), plot learning curves, "
-                                       "record a video.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directory or checkpoint file (several for --plot)")
-    p.add_argument("--episodes", type=int, default=10, help="episodes per particle and per ensemble mode")
-    p.add_argument("--stochastic", action="store_true", help="sample actions instead of mean / arg-max")
-    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json)")
-    p.add_argument("--plot", metavar="PNG", help="draw learning curves of all RUNs (mean ± std across seeds)")
-    p.add_argument("--key", help="scalar to plot (default: the run's headline metric: RL "
-                                 "rollout/ep_rew_max_particle, bandits bandit/cumulative_regret)")
-    p.add_argument("--plot-only", action="store_true", help="only plot, do not run episodes")
-    p.add_argument("--video", metavar="FILE", help="record one episode (.mp4 needs imageio[ffmpeg]; .gif works)")
-    p.add_argument("--video-mode", default="best", choices=["best", "sample", "mean"],
-                   help="who acts in the video: the best particle, a sampled particle, or the mean action")
-    return p
-
-
-def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evaluate") -> int:
-    import json
-
-    from steinrl.rl.evaluation import evaluate, format_table, record_video
-    from steinrl.run.load import load_run
-    from steinrl.run.plotting import plot_runs
-    from steinrl.run.trainer import check_device
-
-    args = evaluate_parser(prog).parse_args(argv)
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-    check_device(args.device)
-    if len(args.runs) > 1 and (args.json or args.video) and not args.plot_only:
-        raise ConfigError("--json and --video take a single RUN")
-    if args.json and Path(args.json).is_dir():
-        raise ConfigError(f"--json {args.json} is a directory; give a file name")
-    if args.plot:
-        plot_runs(args.runs, args.plot, key=args.key)
-        print(f"wrote {args.plot}")
-    if args.plot_only:
-        return 0
-    for run in args.runs:
-        if _evaluate_bandit_run(Path(run), args.json):
-            continue
-        cfg, policy, ckpt = load_run(run, device=args.device)
-        result = evaluate(cfg, policy, args.episodes, deterministic=not args.stochastic, seed=args.seed)
-        result["checkpoint"] = str(ckpt)
-        print(format_table(result))
-        out = Path(args.json) if args.json else ckpt.parent / "evaluation.json"
-        try:
-            out.write_text(json.dumps(result, indent=2))
-        except OSError as exc:
-            raise ConfigError(f"cannot write {out}: {exc.strerror}") from None
-        print(f"wrote {out}")
-        if args.video:
-            best = int(result["best_particle"].split()[-1])
-            record_video(cfg, policy, args.video, mode=args.video_mode, particle=best, seed=args.seed)
-            print(f"wrote {args.video}")
-    return 0
-
-
-def _evaluate_bandit_run(run: Path, json_path: str | None) -> bool:
-    """A bandit run is scored by the rounds it played: print its summary; False for other runs."""
-    import json
-
-    from steinrl.run.algos import parse_algo
-    from steinrl.run.config import read_run_config
-    from steinrl.run.logger import read_metrics
-
-    if not (run.is_dir() and (run / "config.yaml").is_file()):
-        return False
-    cfg = read_run_config(run / "config.yaml")
-    job = parse_algo(cfg.algo).job
-    if job.headline_metric != "bandit/cumulative_regret":
-        return False
-    rows = read_metrics(run)
-    print(f"{cfg.algo} on {cfg.env}: {job.summary(rows)}")
-    out = Path(json_path) if json_path else run / "evaluation.json"
-    out.write_text(json.dumps({"env": cfg.env, "algo": cfg.algo, "seed": cfg.seed, **(rows[-1] if rows else {})},
-                              indent=2))
-    print(f"wrote {out}")
-    return True
-
-
 # --- the steinrl command ----------------------------------------------------------------
-COMMANDS = {"train": train_main, "evaluate": evaluate_main, "sweep": sweep_main}
+def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare") -> int:
+    """``steinrl compare``: :mod:`steinrl.sb3.compare`, imported on use (it sits above ``run``)."""
+    from steinrl.sb3.compare import compare_main as main
+
+    return main(argv, prog=prog)
+
+
+COMMANDS = {"train": train_main, "evaluate": evaluate_main, "sweep": sweep_main, "compare": compare_main}
 
 
 def steinrl_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: steinrl {train,evaluate,sweep} ...\n\n  train     train particles (steinrl train --help)\n"
+        print("usage: steinrl {train,evaluate,sweep,compare} ...\n\n  train     train particles (steinrl train --help)\n"
               "  evaluate  score runs, plot curves, record videos (steinrl evaluate --help)\n"
-              "  sweep     algos x envs x seeds on Ray Tune (steinrl sweep --help)")
+              "  sweep     algos x envs x seeds on Ray Tune (steinrl sweep --help)\n"
+              "  compare   evaluate runs side by side, steinrl's and SB3's (steinrl compare --help)")
         return 0 if argv else EXIT_USAGE
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:

@@ -27,7 +27,7 @@ from steinrl.run.config import Config, save_config
 from steinrl.run.logger import RunLogger
 from steinrl.run.trainer import Trainer
 
-__all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallback", "GracefulStop", "fit", "fit_seeds",
+__all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallback", "GracefulStop", "fit",
            "RunDirectory", "CONFIG_NAME"]
 
 CONFIG_NAME = "config.yaml"
@@ -38,7 +38,10 @@ class RunDirectoryInUse(ConfigError):
 
 
 class Callback:
-    """Hooks of :func:`fit`; every method is optional."""
+    """Hooks of :func:`fit`; every method is optional. A callback serves one seed of the
+    trainer, :attr:`seed_index` (its position in ``trainer.seeds``), and sees that seed's scalars."""
+
+    seed_index = 0
 
     def on_start(self, trainer: Trainer) -> None:
         pass
@@ -53,14 +56,15 @@ class Callback:
 class MetricsCallback(Callback):
     """One row per iteration in ``metrics.jsonl`` and TensorBoard (resumed runs continue the steps)."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool) -> None:
-        self.run_dir, self.tensorboard = run_dir, tensorboard
+    def __init__(self, run_dir: Path, tensorboard: bool, seed_index: int = 0) -> None:
+        self.run_dir, self.tensorboard, self.seed_index = run_dir, tensorboard, seed_index
         self.logger: RunLogger | None = None
 
     def on_start(self, trainer: Trainer) -> None:
         self.logger = RunLogger(self.run_dir, trainer.iteration, self.tensorboard)
         if trainer.iteration == 0:
-            self.logger.log_hparams(trainer.config.to_dict(), {trainer.job.headline_metric: float("nan")})
+            self.logger.log_hparams(trainer.seed_configs[self.seed_index].to_dict(),
+                                    {trainer.job.headline_metric: float("nan")})
 
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
         self.logger.log(trainer.iteration - 1, scalars)
@@ -73,8 +77,8 @@ class MetricsCallback(Callback):
 class CheckpointCallback(Callback):
     """Saves every ``every`` iterations and when the run ends or is interrupted (never after a failure)."""
 
-    def __init__(self, path: Path, every: int) -> None:
-        self.path, self.every = path, every
+    def __init__(self, path: Path, every: int, seed_index: int = 0) -> None:
+        self.path, self.every, self.seed_index = path, every, seed_index
         self.saved_iteration: int | None = None
 
     def on_start(self, trainer: Trainer) -> None:
@@ -82,7 +86,7 @@ class CheckpointCallback(Callback):
             self.saved_iteration = trainer.iteration
 
     def _save(self, trainer: Trainer) -> None:
-        trainer.save(self.path)
+        trainer.save(self.path, self.seed_index)
         self.saved_iteration = trainer.iteration
 
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
@@ -117,8 +121,9 @@ class ProgressCallback(Callback):
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
         fields = trainer.job.progress_fields(scalars)
         if self.bar is not None:
+            first = self.bar.n == self.bar.initial  # show the first iteration's figures at once
             self.bar.update(1)
-            self.bar.set_postfix(fields, refresh=False)
+            self.bar.set_postfix(fields, refresh=first)
         elif trainer.iteration % self.log_every == 0 or trainer.done:
             text = " ".join(f"{k}={v}" for k, v in fields.items())
             elapsed = time.perf_counter() - self.start
@@ -161,41 +166,21 @@ class GracefulStop:
 def fit(trainer: Trainer, callbacks: list[Callback], stop: GracefulStop | None = None) -> str:
     """Step ``trainer`` until done or stopped; returns ``done``, ``interrupted`` or ``failed``.
 
-    An exception in a step ends the run as ``failed`` (callbacks see it; nothing is saved)
-    and propagates.
+    Each callback sees the scalars of its own seed (``callback.seed_index``). An exception
+    in a step ends the run as ``failed`` (callbacks see it; nothing is saved) and propagates.
     """
     for cb in callbacks:
         cb.on_start(trainer)
     status = "failed"
     try:
         while not trainer.done and not (stop is not None and stop.signal is not None):
-            scalars = trainer.step()
+            scalars = trainer.step_seeds()
             for cb in callbacks:
-                cb.on_iteration(trainer, scalars)
+                cb.on_iteration(trainer, scalars[cb.seed_index])
         status = "done" if trainer.done else "interrupted"
     finally:
         for cb in callbacks:
             cb.on_end(trainer, status)
-    return status
-
-
-def fit_seeds(batch: Any, callbacks: list[list[Callback]], stop: GracefulStop | None = None) -> str:
-    """:func:`fit` for a :class:`~steinrl.run.seed_batch.SeedBatchTrainer`: one step of the
-    batch per iteration, each seed's scalars to its own callbacks (``callbacks[i]`` for
-    ``batch.views[i]``)."""
-    pairs = [(view, cb) for view, cbs in zip(batch.views, callbacks) for cb in cbs]
-    for view, cb in pairs:
-        cb.on_start(view)
-    status = "failed"
-    try:
-        while not batch.done and not (stop is not None and stop.signal is not None):
-            for view, cbs, scalars in zip(batch.views, callbacks, batch.step()):
-                for cb in cbs:
-                    cb.on_iteration(view, scalars)
-        status = "done" if batch.done else "interrupted"
-    finally:
-        for view, cb in pairs:
-            cb.on_end(view, status)
     return status
 
 
@@ -261,13 +246,16 @@ class RunDirectory:
         return False
 
     def write_config(self, cfg: Config, meta: dict[str, Any]) -> None:
-        """Write ``config.yaml`` (the resolved config and ``_meta``), keeping the first command of the run."""
+        """Write ``config.yaml`` (the resolved config and ``_meta``). A resumed run keeps the
+        first start's ``_meta`` (command, start time, config sources) and appends its own
+        ``meta`` to ``_meta.resumed_with``."""
         path = self.path / CONFIG_NAME
         if path.is_file():
             try:
                 old = yaml.safe_load(path.read_text()).get("_meta", {})
             except (yaml.YAMLError, AttributeError):
                 old = {}
-            meta = {**meta, "command": old.get("command", meta.get("command")),
-                    "resumed_with": [*old.get("resumed_with", []), meta.get("command")]}
+            if old:
+                resumed = [r for r in old.get("resumed_with", []) if isinstance(r, dict)]
+                meta = {**old, "resumed_with": [*resumed, meta]}
         save_config(cfg, path, meta)

@@ -55,24 +55,32 @@ class Trainer:
     """Runs ``config.algo`` on ``config.env``: :meth:`step` is one iteration.
 
     :param config: a resolved config (:func:`steinrl.load_config`).
+    :param seeds: several seeds trained as one batch (RL; each seed is the run it would be
+        alone, to float rounding); default ``[config.seed]``. Everything per seed (scalars,
+        checkpoints, configs) is indexed by the seed's position in ``seeds``.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, seeds: list[int] | None = None) -> None:
         if not isinstance(config, Config):
             raise TypeError(f"Trainer takes a steinrl Config (steinrl.load_config(...)), got {type(config).__name__}")
         check_device(config.device)
-        self.config = config
         self.algorithm = parse_algo(config.algo)
+        self.seeds = [config.seed] if seeds is None else [int(s) for s in seeds]
+        if len(self.seeds) > 1:  # what the batch needs, pinned in every seed's config (each resumes alone)
+            config = self.algorithm.job.batch_config(config, self.seeds)
+        self.config = config
+        #: each seed's own config (its ``seed``): what its checkpoint records
+        self.seed_configs = [config.replace({"seed": s}) for s in self.seeds] if seeds is not None else [config]
         self.iteration = 0  #: iterations done
-        self.job = self.algorithm.job(config)
+        self.job = self.algorithm.job(config, self.seeds)
 
     @property
     def done(self) -> bool:
         """True once the job's steps are done (RL: ``iterations``; bandits: the rounds' refit blocks)."""
         return self.iteration >= self.job.num_steps
 
-    def step(self, hooks: Any = None) -> dict[str, float] | None:
-        """Run one iteration; returns its scalar metrics.
+    def step_seeds(self, hooks: Any = None) -> list[dict[str, float]] | None:
+        """Run one iteration of every seed; returns each seed's scalar metrics (in ``seeds`` order).
 
         :param hooks: job-specific hooks (RL: :class:`steinrl.rl.job.RolloutHooks`); if one
             vetoes the update, nothing changes and None is returned.
@@ -82,44 +90,68 @@ class Trainer:
             self.iteration += 1
         return scalars
 
+    def step(self, hooks: Any = None) -> dict[str, float] | None:
+        """Run one iteration of a single-seed run; returns its scalar metrics (see :meth:`step_seeds`)."""
+        if len(self.seeds) != 1:
+            raise TypeError(f"this Trainer runs {len(self.seeds)} seeds: step_seeds() returns each seed's scalars")
+        scalars = self.step_seeds(hooks)
+        return None if scalars is None else scalars[0]
+
     # --- state --------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue: iteration, config, the job's state (plain data and tensors)."""
+    def state_dict(self, seed_index: int = 0) -> dict[str, Any]:
+        """Everything seed ``seed_index`` needs to continue, alone or in a batch: iteration,
+        its config, the job's state (plain data and tensors)."""
         return {
             "format": CHECKPOINT_FORMAT,
             "format_version": CHECKPOINT_VERSION,
             "steinrl_version": steinrl.__version__,
             "iteration": self.iteration,
-            "config": self.config.to_dict(),
-            "job": self.job.state_dict(),
+            "config": self.seed_configs[seed_index].to_dict(),
+            "job": self.job.state_dict(seed_index),
         }
 
-    def load_state_dict(self, state: dict[str, Any], where: str = "the checkpoint") -> None:
-        """Continue from ``state`` (:meth:`state_dict`); its config must match this one's
-        except for ``iterations``, ``device`` and the ``run`` section."""
+    def _check(self, state: Any, seed_index: int, where: str) -> dict[str, Any]:
+        """The job state of checkpoint ``state`` if it fits seed ``seed_index`` of this run."""
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(f"{where} is not a steinrl checkpoint (written by steinrl >= 0.2)")
         if state.get("format_version") != CHECKPOINT_VERSION:
             raise CheckpointError(f"{where} has checkpoint format {state.get('format_version')!r}; this steinrl "
                                   f"({steinrl.__version__}) reads format {CHECKPOINT_VERSION}")
         saved = resolve([(state["config"], where)]).to_dict()
-        mine = self.config.to_dict()
+        mine = self.seed_configs[seed_index].to_dict()
         differ = sorted(k for k in set(saved) | set(mine) if k not in _FREE_KEYS and saved.get(k) != mine.get(k))
         if differ:
             raise CheckpointError(f"{where} was written with a different config ({', '.join(differ)} differ)")
+        return state["job"]
+
+    def load_state_dict(self, states: dict[str, Any] | list[dict[str, Any]], where: str = "the checkpoint") -> None:
+        """Continue from one :meth:`state_dict` per seed (a single dict: a single-seed run); each
+        config must match this run's (that seed's) except for ``iterations``, ``device`` and
+        the ``run`` section, and every seed must be at the same iteration."""
+        states = [states] if isinstance(states, dict) else list(states)
+        if len(states) != len(self.seeds):
+            raise CheckpointError(f"{len(self.seeds)} seed(s) need as many checkpoints, got {len(states)}")
+        jobs = [self._check(state, i, where) for i, state in enumerate(states)]
+        iterations = {int(state["iteration"]) for state in states}
+        if len(iterations) != 1:
+            raise CheckpointError(f"the seeds' checkpoints are at different iterations {sorted(iterations)}")
         try:
-            self.job.load_state_dict(state["job"])
-        except (KeyError, RuntimeError, ValueError) as exc:
+            self.job.load_state_dict(jobs)
+        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise CheckpointError(f"{where} does not fit this run: {' '.join(str(exc).split())[:300]}") from None
-        self.iteration = int(state["iteration"])
+        self.iteration = iterations.pop()
 
-    def save(self, path: str | Path) -> None:
-        """Atomically write :meth:`state_dict` to ``path``."""
-        save_checkpoint(self.state_dict(), path)
+    def save(self, path: str | Path, seed_index: int = 0) -> None:
+        """Atomically write seed ``seed_index``'s :meth:`state_dict` to ``path``."""
+        save_checkpoint(self.state_dict(seed_index), path)
 
-    def restore(self, path: str | Path) -> None:
-        """Load a checkpoint written by :meth:`save` (without unpickling objects)."""
-        self.load_state_dict(load_checkpoint(path, map_location=self.config.device), str(path))
+    def restore(self, path: str | Path | list[str | Path]) -> "Trainer":
+        """Load the checkpoint(s) written by :meth:`save` (one per seed; without unpickling
+        objects) and return this trainer: ``t = steinrl.Trainer(cfg).restore(path)``."""
+        paths = [path] if isinstance(path, (str, Path)) else list(path)
+        states = [load_checkpoint(p, map_location=self.config.device) for p in paths]
+        self.load_state_dict(states, ", ".join(str(p) for p in paths))
+        return self
 
     def close(self) -> None:
         """Release the job's resources (env processes)."""
