@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
+
 from steinrl.run.checkpoint import load_checkpoint
 from steinrl.run.cli import run_cli, train_main
 from steinrl.run.config import load_config

@@ -25,7 +25,7 @@ import yaml
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, positive, step_size, unit_interval
 
-__all__ = ["ZOO_FILE", "sb3_defaults", "zoo_entry", "hyperparameters", "sb3_options", "ACTIVATIONS"]
+__all__ = ["ACTIVATIONS", "ZOO_FILE", "hyperparameters", "sb3_defaults", "sb3_options", "zoo_entry"]
 
 #: rl-zoo3's PPO entries, as shipped with the package (``steinrl.configs``).
 ZOO_FILE = Path(str(importlib.resources.files("steinrl.configs"))) / "sb3" / "ppo_zoo.yaml"
@@ -49,8 +49,8 @@ OPTION_DOCS: dict[str, tuple[Any, str, Any]] = {
     "n_steps": (int, "Steps per env per rollout (one job iteration = one rollout + one PPO update).", at_least_one),
     "batch_size": (int, "PPO minibatch size.", at_least_one),
     "n_epochs": (int, "Passes over the rollout per update.", at_least_one),
-    "learning_rate": (float, "Adam step size (a constant; the zoo's lin_ schedules are not used by these "
-                             "entries).", step_size),
+    "learning_rate": (float, "Adam step size (a constant: none of the shipped zoo entries uses a schedule).",
+                      step_size),
     "gamma": (float, "Discount factor (also VecNormalize's reward discount).", unit_interval),
     "gae_lambda": (float, "GAE(lambda).", unit_interval),
     "clip_range": (float, "PPO's clip epsilon.", positive),

@@ -33,7 +33,7 @@ from steinrl.baselines.hyperparams import ACTIVATIONS, sb3_options
 from steinrl.errors import ConfigError
 from steinrl.registry import Option
 
-__all__ = ["SB3PPOJob", "make_vec_env", "NormalizedPolicy"]
+__all__ = ["NormalizedPolicy", "SB3PPOJob", "make_vec_env"]
 
 VARIANTS = ("ppo", "ppo-zoo")
 _RESUME_WARNED = False
@@ -66,7 +66,7 @@ def _load_normalize_state(venv: Any, state: dict[str, Any]) -> None:
 
 
 def _rng_state() -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
     return {"torch": torch.get_rng_state(), "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
             "numpy_rest": [int(pos), int(has_gauss), float(gauss)]}
 
@@ -148,8 +148,8 @@ class SB3PPOJob:
 
     @classmethod
     def doc_sections(cls) -> list[tuple[str, str, tuple[Option, ...]]]:
-        return [("", "sb3-ppo", cls.options), ("sb3", "sb3-ppo (SB3's defaults; sb3-ppo-zoo: the task's rl-zoo3 "
-                                                     "entry, configs/sb3/ppo_zoo.yaml)", sb3_options("ppo", ""))]
+        sb3 = "sb3-ppo: SB3's defaults (sb3-ppo-zoo: the task's rl-zoo3 entry, configs/sb3/ppo_zoo.yaml)"
+        return [("", "sb3-ppo, sb3-ppo-zoo", cls.options), ("sb3", sb3, sb3_options("ppo", ""))]
 
     @classmethod
     def summary(cls, rows: list[dict[str, float]]) -> str:

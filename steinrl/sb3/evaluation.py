@@ -1,0 +1,211 @@
+"""Side-by-side evaluation of trained runs, steinrl's and SB3's, by SB3's ``evaluate_policy``.
+
+Every policy is scored the same way: ``evaluate_policy(policy, env, n_eval_episodes=10,
+deterministic=True)`` on a one-env ``DummyVecEnv`` of the run's task (SB3's ``make_vec_env``:
+each env in a ``Monitor``, so the returns are the raw episode returns), seeded with the same
+``seed`` for every run, episodes capped at the run's own horizon.
+
+- An SB3 run (``sb3-ppo``, ``sb3-ppo-zoo``) acts through its policy with the run's saved
+  VecNormalize observation statistics (:class:`steinrl.baselines.sb3_ppo.NormalizedPolicy`).
+- A steinrl RL run acts through :class:`~steinrl.sb3.policy.EnsembleSB3Policy`, as two rows:
+  ``best-train``: the particle with the best training return (its mean return over the
+  episodes it finished in the last iteration that has any); and the ensemble acting as one
+  policy in ``ensemble`` mode: ``select`` (default; each particle plays ``heldout_episodes``
+  episodes on another seed stream, ``heldout_seed``, and the best one is scored; the
+  steps it took are reported), ``sample`` (each episode's particle drawn at random) or
+  ``mean`` (the particles' mean action: for a unimodal population only).
+
+Every row records the run's total env steps and the wall-clock seconds of its training
+iterations (the sum of ``time/iteration_seconds``: rollouts and updates, not logging or
+checkpoints), read from its logged metrics (``metrics.jsonl``, or a Ray trial's
+``result.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from steinrl import envs
+from steinrl.errors import ConfigError
+from steinrl.run.checkpoint import CHECKPOINT_NAME
+from steinrl.run.config import Config
+from steinrl.run.load import load_run
+from steinrl.run.logger import read_metrics
+
+__all__ = [
+    "ENSEMBLE_MODES",
+    "RunRecord",
+    "best_training_particle",
+    "episode_returns",
+    "evaluate_record",
+    "find_runs",
+    "select_particle",
+    "total_env_steps",
+    "wall_seconds",
+]
+
+ENSEMBLE_MODES = ("select", "sample", "mean")
+
+
+@dataclass
+class RunRecord:
+    """A trained run on disk: a ``steinrl train`` run directory or a sweep's Ray trial directory."""
+
+    path: Path  #: the run / trial directory
+    checkpoint: Path  #: its (latest) checkpoint
+    rows: list[dict[str, Any]]  #: its metrics, one row per iteration, in order (resumed rows once)
+
+
+def _trial_rows(trial: Path) -> list[dict[str, Any]]:
+    """A Ray trial's reported results (``result.json``), the last report of each iteration."""
+    rows: dict[int, dict[str, Any]] = {}
+    path = trial / "result.json"
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("training_iteration"), int):
+            rows[row["training_iteration"]] = {"iteration": row["training_iteration"] - 1, **row}
+    return [rows[k] for k in sorted(rows)]
+
+
+def find_runs(paths: list[str | Path]) -> list[RunRecord]:
+    """The runs under ``paths``: run directories (``checkpoint.pt`` + ``metrics.jsonl``), their
+    checkpoint files, Ray trial directories (``params.json`` + ``checkpoint_*/``; the latest
+    checkpoint), or folders holding any of these (a logdir, a sweep's output), searched in order."""
+    found: list[RunRecord] = []
+
+    def visit(path: Path) -> None:
+        if path.is_file() and path.name == CHECKPOINT_NAME:
+            path = path.parent
+        if not path.is_dir():
+            return
+        if (path / CHECKPOINT_NAME).is_file():
+            found.append(RunRecord(path, path / CHECKPOINT_NAME, read_metrics(path)))
+        elif (path / "params.json").is_file():
+            checkpoints = sorted(path.glob(f"checkpoint_*/{CHECKPOINT_NAME}"))
+            if checkpoints:
+                found.append(RunRecord(path, checkpoints[-1], _trial_rows(path)))
+        else:
+            for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                visit(sub)
+
+    for p in paths:
+        if not Path(p).exists():
+            raise ConfigError(f"no run, checkpoint or folder at {p}")
+        visit(Path(p))
+    return found
+
+
+def total_env_steps(rows: list[dict[str, Any]], particles: int) -> float:
+    """Env steps of the whole run: ``time/total_env_steps`` of the last row (SB3 runs), else the
+    sum over iterations of ``time/steps_per_particle`` times the particles (steinrl's RL runs)."""
+    if rows and isinstance(rows[-1].get("time/total_env_steps"), (int, float)):
+        return float(rows[-1]["time/total_env_steps"])
+    per = [r["time/steps_per_particle"] for r in rows if isinstance(r.get("time/steps_per_particle"), (int, float))]
+    return float(sum(per) * particles) if per else math.nan
+
+
+def wall_seconds(rows: list[dict[str, Any]]) -> float:
+    """Seconds of the run's training iterations: the sum of ``time/iteration_seconds``."""
+    return float(sum(r["time/iteration_seconds"] for r in rows
+                     if isinstance(r.get("time/iteration_seconds"), (int, float))))
+
+
+def best_training_particle(rows: list[dict[str, Any]], particles: int) -> int:
+    """The particle with the best training return: the arg-max of ``particles/ep_rew_mean_XX``
+    (each particle's mean return over the episodes it finished in that iteration) in the last
+    iteration where some particle finished one; particle 0 if none ever did."""
+    for row in reversed(rows):
+        values = np.array([row.get(f"particles/ep_rew_mean_{i:02d}", math.nan) for i in range(particles)], float)
+        if np.isfinite(values).any():
+            return int(np.nanargmax(np.where(np.isfinite(values), values, -np.inf)))
+    return 0
+
+
+def episode_returns(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
+                    deterministic: bool = True) -> tuple[list[float], list[int]]:
+    """``(returns, lengths)`` of ``episodes`` episodes of ``policy`` by SB3's ``evaluate_policy``
+    on a one-env DummyVecEnv of ``make_env`` (in a Monitor) whose first reset is seeded ``seed``."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    venv = make_vec_env(make_env, n_envs=1, seed=seed)
+    try:
+        returns, lengths = evaluate_policy(policy, venv, n_eval_episodes=episodes, deterministic=deterministic,
+                                           return_episode_rewards=True, warn=False)
+    finally:
+        venv.close()
+    return [float(r) for r in returns], [int(n) for n in lengths]
+
+
+def select_particle(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
+                    deterministic: bool = True) -> tuple[int, list[float], int]:
+    """``(best particle, each particle's mean return, env steps taken)``: every particle of an
+    :class:`~steinrl.sb3.policy.EnsembleSB3Policy` plays ``episodes`` episodes seeded ``seed``."""
+    scores, steps = [], 0
+    for i in range(policy.num_particles):
+        policy.set_act_mode("particle", particle=i, seed=seed)
+        returns, lengths = episode_returns(policy, make_env, episodes, seed, deterministic)
+        scores.append(float(np.mean(returns)))
+        steps += sum(lengths)
+    return int(np.argmax(scores)), scores, steps
+
+
+def make_env_of(cfg: Config) -> Callable[[], Any]:
+    """The task of a run as it was trained: its env with its episode cap (RL: ``rollout.horizon``;
+    SB3: ``sb3.horizon``, null = the task's own limit)."""
+    horizon = cfg.rollout.horizon if "rollout" in cfg else cfg.sb3.horizon
+    kwargs = {} if horizon is None else {"max_episode_steps": horizon}
+    return lambda: envs.make(cfg.env, **kwargs)
+
+
+def _row(record: RunRecord, cfg: Config, who: str, returns: list[float], **extra: Any) -> dict[str, Any]:
+    particles = cfg.particles if "rollout" in cfg else 1
+    return {"run": str(record.path), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "policy": who,
+            "eval_mean": float(np.mean(returns)), "eval_std": float(np.std(returns)), "episodes": len(returns),
+            "total_env_steps": total_env_steps(record.rows, particles), "wall_s": wall_seconds(record.rows),
+            "iterations": len(record.rows), **extra}
+
+
+def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemble: str = "select",
+                    heldout_episodes: int = 3, heldout_seed: int | None = None, deterministic: bool = True,
+                    device: str = "cpu") -> list[dict[str, Any]]:
+    """The evaluation rows of one run (see the module docstring): one for an SB3 run, two for a
+    steinrl RL run (``best-train`` and ``ensemble-<mode>``), none for a run without a policy."""
+    from steinrl.sb3.policy import EnsembleSB3Policy
+
+    if ensemble not in ENSEMBLE_MODES:
+        raise ConfigError(f"ensemble mode must be one of {', '.join(ENSEMBLE_MODES)}, got {ensemble!r}")
+    cfg, policy, _ = load_run(record.checkpoint, device=device)
+    if policy is None:
+        return []
+    make_env = make_env_of(cfg)
+    if "rollout" not in cfg:  # an SB3 run
+        return [_row(record, cfg, "sb3", episode_returns(policy, make_env, episodes, seed, deterministic)[0])]
+    single = make_env()
+    spaces = single.observation_space, single.action_space
+    single.close()
+    actor = EnsembleSB3Policy(*spaces, cfg, act_mode="particle", seed=seed, ensemble=policy).to(device)
+    best = best_training_particle(record.rows, cfg.particles)
+    actor.set_act_mode("particle", particle=best, seed=seed)
+    rows = [_row(record, cfg, "best-train", episode_returns(actor, make_env, episodes, seed, deterministic)[0],
+                 particle=best)]
+    extra: dict[str, Any] = {}
+    if ensemble == "select":
+        held = seed + 1000 if heldout_seed is None else heldout_seed
+        chosen, _, steps = select_particle(actor, make_env, heldout_episodes, held, deterministic)
+        actor.set_act_mode("particle", particle=chosen, seed=seed)
+        extra = {"particle": chosen, "selection_env_steps": steps}
+    else:
+        actor.set_act_mode(ensemble, seed=seed)
+    returns = episode_returns(actor, make_env, episodes, seed, deterministic)[0]
+    return rows + [_row(record, cfg, f"ensemble-{ensemble}", returns, **extra)]

@@ -1,0 +1,167 @@
+"""The side-by-side evaluation (steinrl.sb3.evaluation, ``steinrl compare``): the ensemble's
+acting modes on a hand-made ensemble whose returns are known, the run bookkeeping (best
+training particle, env steps, seconds) on hand-written metrics, and the command end to end."""
+
+import csv
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import trained_run
+
+from steinrl.run.cli import run_cli, steinrl_main, train
+from steinrl.run.config import load_config
+from steinrl.sb3 import EnsembleSB3Policy
+from steinrl.sb3.evaluation import (
+    best_training_particle,
+    episode_returns,
+    evaluate_record,
+    find_runs,
+    select_particle,
+    total_env_steps,
+    wall_seconds,
+)
+
+#: Particle i's action is BIAS[i] whatever it sees; an episode is 5 steps of reward = action.
+BIAS = [-1.0, 1.5, 0.5]
+STEPS = 5
+
+
+class ActionIsReward(gym.Env):
+    """Observation 0 always; reward = the action; 5 steps per episode."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), float(action[0]), False, self.t >= STEPS, {}
+
+
+def hand_made_ensemble():
+    """Three particles acting BIAS[i]: zero biases everywhere (so every hidden unit is tanh(0) = 0
+    on the zero observation) but the output layer's, which is BIAS."""
+    cfg = load_config("svgd-ppo", "Pendulum-v1", {"particles": len(BIAS)})
+    policy = EnsembleSB3Policy(ActionIsReward.observation_space, ActionIsReward.action_space, cfg, seed=0)
+    with torch.no_grad():
+        for name, param in policy.ensemble.named_parameters():
+            if name.endswith("bias"):
+                param.zero_()
+        policy.ensemble.net.layers[-1].bias.copy_(torch.tensor(BIAS).unsqueeze(1))
+    return policy
+
+
+def test_each_particle_and_the_mean_action_return_what_they_are_built_to():
+    policy = hand_made_ensemble()
+    for i, b in enumerate(BIAS):
+        policy.set_act_mode("particle", particle=i)
+        returns, lengths = episode_returns(policy, ActionIsReward, 3, seed=0)
+        assert returns == pytest.approx([STEPS * b] * 3) and lengths == [STEPS] * 3
+    policy.set_act_mode("mean")
+    assert episode_returns(policy, ActionIsReward, 2, seed=0)[0] == pytest.approx([STEPS * np.mean(BIAS)] * 2)
+
+
+def test_select_picks_the_best_particle_of_the_held_out_episodes():
+    chosen, scores, steps = select_particle(hand_made_ensemble(), ActionIsReward, episodes=3, seed=1000)
+    assert chosen == 1 and scores == pytest.approx([STEPS * b for b in BIAS])
+    assert steps == len(BIAS) * 3 * STEPS
+
+
+def test_sample_mode_draws_a_particle_per_episode():
+    policy = hand_made_ensemble()
+    policy.set_act_mode("sample", seed=0)
+    returns = episode_returns(policy, ActionIsReward, 40, seed=0)[0]
+    per_particle = {round(STEPS * b, 6) for b in BIAS}
+    assert {round(r, 6) for r in returns} == per_particle  # whole episodes of one particle; all three drawn
+    counts = [sum(round(r, 6) == round(STEPS * b, 6) for r in returns) for b in BIAS]
+    assert min(counts) >= 5  # 40 uniform draws of 3: each at least 5 times (P(fail) < 1e-3)
+
+
+def test_best_training_particle_reads_the_last_iteration_with_episodes():
+    rows = [{"particles/ep_rew_mean_00": 1.0, "particles/ep_rew_mean_01": 5.0, "particles/ep_rew_mean_02": 2.0},
+            {"particles/ep_rew_mean_00": 9.0, "particles/ep_rew_mean_01": math.nan, "particles/ep_rew_mean_02": 3.0},
+            {"particles/ep_rew_mean_00": math.nan, "particles/ep_rew_mean_01": math.nan,
+             "particles/ep_rew_mean_02": math.nan}]
+    assert best_training_particle(rows, 3) == 0  # the last row has no episodes: the one before it
+    assert best_training_particle(rows[:1], 3) == 1
+    assert best_training_particle([], 3) == 0
+
+
+def test_env_steps_and_seconds_by_hand():
+    steinrl_rows = [{"time/steps_per_particle": 210.0, "time/iteration_seconds": 0.5},
+                    {"time/steps_per_particle": 190.0, "time/iteration_seconds": 0.25}]
+    assert total_env_steps(steinrl_rows, 4) == (210 + 190) * 4 and wall_seconds(steinrl_rows) == 0.75
+    sb3_rows = [{"time/total_env_steps": 64.0, "time/iteration_seconds": 1.0},
+                {"time/total_env_steps": 128.0, "time/iteration_seconds": 2.0}]
+    assert total_env_steps(sb3_rows, 1) == 128 and wall_seconds(sb3_rows) == 3.0
+    assert math.isnan(total_env_steps([], 4))
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """A tiny svgd-ppo run and a tiny sb3-ppo run on Pendulum-v1, trained through the CLI's run loop."""
+    root = tmp_path_factory.mktemp("runs")
+    trained_run(root, "svgd-ppo", "Pendulum-v1", horizon=50, batch_size=100)
+    train(load_config("sb3-ppo", "Pendulum-v1", {"sb3.timesteps": 128, "sb3.n_steps": 64, "sb3.horizon": 50,
+                                                 "run.logdir": str(root), "run.run_name": "r", "run.progress": False,
+                                                 "run.tensorboard": False}))
+    return root
+
+
+def test_evaluate_record_rows_of_both_kinds(two_runs):
+    import json
+
+    records = {r.path.parent.name: r for r in find_runs([two_runs])}
+    assert set(records) == {"svgd-ppo", "sb3-ppo"}
+    sb3 = evaluate_record(records["sb3-ppo"], episodes=2)
+    assert [r["policy"] for r in sb3] == ["sb3"] and sb3[0]["total_env_steps"] == 128
+    assert sb3[0]["iterations"] == 2 and sb3[0]["episodes"] == 2
+    rows = evaluate_record(records["svgd-ppo"], episodes=2, heldout_episodes=1)
+    assert [r["policy"] for r in rows] == ["best-train", "ensemble-select"]
+    metrics = [json.loads(line) for line in (records["svgd-ppo"].path / "metrics.jsonl").read_text().splitlines()]
+    last = metrics[-1]
+    particles = [last[f"particles/ep_rew_mean_{i:02d}"] for i in range(3)]
+    assert rows[0]["particle"] == int(np.nanargmax(particles))
+    assert rows[0]["total_env_steps"] == sum(m["time/steps_per_particle"] for m in metrics) * 3
+    assert rows[1]["selection_env_steps"] == 3 * 50  # 3 particles x 1 held-out episode of 50 steps
+    assert [r["policy"] for r in evaluate_record(records["svgd-ppo"], episodes=1, ensemble="mean")][1] == \
+        "ensemble-mean"
+
+
+def test_compare_command_writes_the_table(two_runs, tmp_path, capsys):
+    out = tmp_path / "cmp.csv"
+    code = run_cli(steinrl_main, ["compare", str(two_runs), "--episodes", "1", "--heldout-episodes", "1",
+                                  "--ensemble", "sample", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["algo"], r["policy"]) for r in rows) == [("sb3-ppo", "sb3"), ("svgd-ppo", "best-train"),
+                                                             ("svgd-ppo", "ensemble-sample")]
+    assert all(float(r["total_env_steps"]) > 0 and float(r["wall_s"]) > 0 for r in rows)
+    assert "| Pendulum-v1 | sb3-ppo |  | sb3 | 1 |" in out.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "/nonexistent/runs", "--out", "x.csv"], "no run, checkpoint or folder at /nonexistent/runs"),
+    (["compare", ".", "--out", "x.txt"], "give a file name ending in .csv"),
+    (["compare", ".", "--episodes", "0"], "--episodes must be in [1, 2**31)"),
+    (["compare", ".", "--ensemble", "vote"], "invalid choice: 'vote'"),
+])
+def test_compare_user_errors_are_one_line(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(steinrl_main, args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_compare_without_runs_is_an_error(tmp_path, capsys):
+    assert run_cli(steinrl_main, ["compare", str(tmp_path)]) == 2
+    assert "no trained runs" in capsys.readouterr().err
