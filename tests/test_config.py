@@ -59,7 +59,9 @@ def test_method_defaults_and_part_sections():
     assert {"a", "b"} <= set(joint.prior) and "variance" not in joint.prior
     sections = schema("s2vgd-ppo")
     assert [o.name for o in sections["estimator"]] == ["discount", "gae_lambda", "normalize_advantages",
-                                                       "clip_range", "epochs"]
+                                                       "clip_range", "epochs", "minibatches", "normalize_per_minibatch",
+                                                       "ent_coef", "max_grad_norm", "anneal_lr", "scale_rewards",
+                                                       "reward_clip"]
     choices = next(o for o in sections["prior"] if o.name == "name").allowed_choices()
     assert choices == PRIORS.names()  # read from the registry, not copied
 

@@ -19,13 +19,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.ensemble import EnsembleMLP
+from steinrl.core.ensemble import INITS, EnsembleMLP
 from steinrl.core.optim import gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
 
 __all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS"]
+
+
+def _nullable_positive(value: float | None) -> str | None:
+    return None if value is None else positive(value)
 
 
 class Critic(nn.Module):
@@ -68,29 +72,55 @@ def _to_time_major(values: Tensor, batch: Batch) -> Tensor:
 class ValueEnsemble(Critic):
     """M value networks evaluated in one batched call, fitted by minibatch Adam steps.
 
+    Two ways to fit (``joint``):
+
+    - on its own (default): after the policy update, :meth:`fit` takes ``steps`` Adam steps
+      on random minibatches of ``minibatch`` samples per particle, regressing targets
+      standardised per particle (V = mu + sigma f, mu and sigma the latest targets' mean and std);
+    - jointly with the policy (SB3's and CleanRL's PPO): every particle update (each PPO
+      minibatch of each epoch) also takes one Adam step on :meth:`value_loss` of the same
+      samples, V = f (no target standardisation; with reward scaling the returns are of
+      unit order anyway), its gradient weighted by ``vf_coef`` and clipped with the policy's
+      per particle (``estimator.max_grad_norm``).
+
     :param num_particles: M.
     :param obs_dim: observation size.
     :param obs_norm: the policy's observation normaliser (shared, not copied).
     :param activation: hidden activation (the policy's).
     :param generator: draws the initial weights.
-    :param hidden, lr, steps, minibatch: the declared options.
+    :param hidden, lr, steps, minibatch, init, joint, vf_coef, clip_range_vf: the declared options.
     """
 
     options = (
         Option("hidden", list[int], [32, 32], "Hidden layer sizes of each particle's value MLP.", check=at_least_one),
         Option("lr", float, 3e-3, "Adam step size of the value networks.", check=step_size),
-        Option("steps", int, 10, "Value-regression steps per iteration.", check=at_least_one),
-        Option("minibatch", int, 1024, "Samples per particle in each value-regression step.", check=at_least_one),
+        Option("steps", int, 10, "Value-regression steps per iteration (not joint).", check=at_least_one),
+        Option("minibatch", int, 1024, "Samples per particle in each value-regression step (not joint).",
+               check=at_least_one),
+        Option("init", str, "glorot", "Weight init of the value MLPs (orthogonal: gain sqrt 2 hidden, 1 output, "
+               "bias 0, PPO's).", choices=INITS),
+        Option("joint", bool, False,
+               "Fit in the policy's update steps: each particle update (every PPO minibatch) also takes an Adam step "
+               "on the value loss of its samples, V unstandardised (SB3's, CleanRL's PPO); false: steps regression "
+               "steps of its own after the policy update."),
+        Option("vf_coef", float, 0.5, "joint: weight of the value loss in the gradient whose norm "
+               "estimator.max_grad_norm clips per particle (SB3's vf_coef; no other effect under Adam).",
+               check=positive),
+        Option("clip_range_vf", (float, None), None,
+               "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
+               "the units of the (scaled) returns); null: no value clipping.", check=_nullable_positive),
     )
 
     def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
                  generator: torch.Generator | None = None, hidden: Sequence[int] = (32, 32), lr: float = 3e-3,
-                 steps: int = 10, minibatch: int = 1024):
+                 steps: int = 10, minibatch: int = 1024, init: str = "glorot", joint: bool = False,
+                 vf_coef: float = 0.5, clip_range_vf: float | None = None):
         super().__init__()
         self.net = EnsembleMLP(num_particles, obs_dim, list(hidden), 1, activation=activation,
-                               layer="gaussian", output_gain=1.0, generator=generator)
+                               layer="gaussian", output_gain=1.0, init=init, generator=generator)
         object.__setattr__(self, "obs_norm", obs_norm)  # the policy's: used, not owned (no submodule)
         self.steps, self.minibatch = int(steps), int(minibatch)
+        self.joint, self.vf_coef, self.clip_range_vf = bool(joint), float(vf_coef), clip_range_vf
         self.register_buffer("target_mean", torch.zeros(num_particles, 1))
         self.register_buffer("target_std", torch.ones(num_particles, 1))
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
@@ -102,6 +132,21 @@ class ValueEnsemble(Critic):
     @torch.no_grad()
     def values(self, batch: Batch) -> Tensor:
         return _to_time_major(self(_batch_obs(batch, self.target_mean.device)), batch)
+
+    def value_loss(self, obs: Tensor, targets: Tensor, mask: Tensor, old_values: Tensor | None = None) -> Tensor:
+        """Each particle's mean squared error ``(M,)`` of V on its masked samples (differentiable).
+
+        :param obs: ``(M, B, obs_dim)`` raw observations.
+        :param targets: ``(M, B)`` value targets (return units).
+        :param mask: ``(M, B)`` 1 for real samples.
+        :param old_values: ``(M, B)`` V at the rollout; with ``clip_range_vf`` the prediction
+            is clipped to within it of them (SB3's value clipping: the clipped prediction's
+            error alone, not baselines' maximum of both errors).
+        """
+        pred = self(obs)
+        if self.clip_range_vf is not None and old_values is not None:
+            pred = old_values + (pred - old_values).clamp(-self.clip_range_vf, self.clip_range_vf)
+        return ((pred - targets).square() * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
     def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
         """``steps`` Adam steps on ``minibatch`` random columns per particle (all if fewer);

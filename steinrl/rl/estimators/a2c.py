@@ -27,6 +27,6 @@ class A2C(Estimator):
         if critic.fit_target == "returns":
             targets = discounted_returns(batch.rewards, batch.done, gamma)
         explained = explained_variance(values[:-1], targets, batch.valid)
-        if self.config["normalize_advantages"]:
+        if self.config["normalize_advantages"] and not self.option("normalize_per_minibatch", False):
             adv = standardize(adv, batch.valid, dim=(0, 2))
         return Advantages(adv, targets, explained)

@@ -37,7 +37,13 @@ class Estimator:
     Class attributes a subclass may set: ``options`` (its config section), ``uses_critic``
     (a critic from :data:`steinrl.rl.critics.CRITICS` is built and passed in),
     ``needs_old_log_prob`` (the update passes the log-probs of the sampling policy to
-    :meth:`surrogate`), and the instance attribute ``epochs`` (particle updates per batch).
+    :meth:`surrogate`), and the instance attributes ``epochs`` (passes over the batch) and
+    ``minibatches`` (particle updates per pass, each on its own random part of every
+    particle's samples; 1: one update on the whole batch).
+
+    The update also reads these options where an estimator declares them (PPO does): ``ent_coef``
+    (entropy bonus), ``max_grad_norm`` (per-particle gradient clipping), ``anneal_lr``,
+    ``scale_rewards`` / ``reward_clip`` (reward scaling); see :meth:`option`.
     """
 
     options: tuple[Option, ...] = ()
@@ -52,10 +58,19 @@ class Estimator:
             raise TypeError(f"{type(self).__name__} does not take {unknown}; its options are {sorted(declared)}")
         self.config = {o.name: options.get(o.name, o.default) for o in self.options}
         self.epochs = 1
+        self.minibatches = 1
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of option ``name``, or ``default`` if this estimator does not declare it."""
+        return self.config.get(name, default)
 
     def advantages(self, batch: Batch, critic: Critic | None) -> Advantages:
         """Advantages of every valid step of ``batch`` (and the critic's targets)."""
         raise NotImplementedError
+
+    def diagnostics(self, log_prob: Tensor, old_log_prob: Tensor | None, mask: Tensor) -> dict[str, Tensor]:
+        """Per-particle ``(M,)`` scalars of one update step to log under ``train/`` (none by default)."""
+        return {}
 
     def surrogate(self, log_prob: Tensor, old_log_prob: Tensor | None, advantages: Tensor, mask: Tensor) -> Tensor:
         """J(θ_i) ``(M,)``: the per-step mean over each particle's valid samples of log π · Â.

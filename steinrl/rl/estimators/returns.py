@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["discounted_returns", "gae", "masked_mean_var", "standardize", "explained_variance"]
+__all__ = ["discounted_returns", "running_returns", "gae", "masked_mean_var", "standardize", "explained_variance"]
 
 
 def _reverse_scan(x: Tensor, cont: Tensor) -> Tensor:
@@ -48,6 +48,30 @@ def discounted_returns(rewards: Tensor, done: Tensor, gamma: float) -> Tensor:
     REINFORCE without a critic, as in the SVPG code.
     """
     return _reverse_scan(rewards.double(), (~done).double() * gamma)  # cont: what flows back from t + 1
+
+
+def running_returns(rewards: Tensor, valid: Tensor, done: Tensor, gamma: float,
+                    initial: Tensor | None = None) -> Tensor:
+    """The running discounted return of every env, forward in time, ``(T, ...)`` float64:
+    ``R_t = gamma * R_{t-1} + r_t`` at valid steps (unchanged at invalid ones), restarting
+    from 0 after a valid step that ended an episode. What reward scaling divides by the
+    running std of (SB3's ``VecNormalize.returns``).
+
+    :param rewards: ``(T, ...)`` rewards r_t.
+    :param valid: ``(T, ...)`` bool, a real transition.
+    :param done: ``(T, ...)`` bool, the episode ended at step t.
+    :param initial: ``(...)`` the return carried into the batch (``R_{-1}``, already 0
+        where an episode ended before it); None: 0.
+    :return: ``R_t`` before the restart at t (the return that includes r_t).
+    """
+    valid64 = valid.double()
+    ended = (valid & done).double()
+    x = rewards.double() * valid64
+    a = torch.where(valid, torch.full_like(x, gamma), 1.0)  # R_t = a_t K_{t-1} R_{t-1} + x_t, K = 1 - ended
+    cont = a * torch.cat([torch.ones_like(ended[:1]), 1.0 - ended[:-1]])
+    if initial is not None:
+        x = torch.cat([x[:1] + cont[:1] * initial.double(), x[1:]])
+    return _reverse_scan(x.flip(0), cont.flip(0)).flip(0)
 
 
 def gae(rewards: Tensor, values: Tensor, terminated: Tensor, done: Tensor, gamma: float,
