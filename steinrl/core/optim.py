@@ -38,8 +38,9 @@ class Steppable(Protocol):
     def step(self) -> Any: ...
 
 
-def gradient_step(loss: Tensor, optimizers: Sequence[Steppable | None], *, lr: float | None = None,
-                  max_grad_norm: float | None = None, on_gradients: Callable[[], None] | None = None) -> Any:
+def gradient_step(loss: Tensor | Callable[[], Any], optimizers: Sequence[Steppable | None], *,
+                  lr: float | None = None, max_grad_norm: float | None = None,
+                  on_gradients: Callable[[], None] | None = None) -> Any:
     """One descent step of every optimizer on the scalar ``loss``.
 
     In order: every param group's ``lr`` set (if ``lr`` is given); every optimizer's gradients
@@ -47,6 +48,9 @@ def gradient_step(loss: Tensor, optimizers: Sequence[Steppable | None], *, lr: f
     finite); the gradients of all the optimizers' parameters clipped to total norm
     ``max_grad_norm`` (``torch.nn.utils.clip_grad_norm_``, if given); every optimizer stepped.
 
+    :param loss: a scalar tensor, or a zero-argument callable that fills the gradients
+        itself (several backward passes, per-particle clipping, ...), called where
+        ``loss.backward()`` would be.
     :param optimizers: in stepping order; None entries are skipped (an optional optimizer).
     :return: what the first optimizer's ``step()`` returned (an ``SVGD``'s info dict).
     """
@@ -57,7 +61,10 @@ def gradient_step(loss: Tensor, optimizers: Sequence[Steppable | None], *, lr: f
                 group["lr"] = lr
     for opt in active:
         opt.zero_grad()
-    loss.backward()
+    if callable(loss):
+        loss()
+    else:
+        loss.backward()
     if on_gradients is not None:
         on_gradients()
     if max_grad_norm is not None:
