@@ -4,6 +4,7 @@
 import json
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -197,3 +198,29 @@ def test_shipped_zoo_file_names_its_source():
     for task in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedDoublePendulum-v5", "Ant-v5",
                  "MountainCarContinuous-v0"):
         assert load_config("sb3-ppo-zoo", task).sb3.normalize  # every one of these entries normalises
+
+
+TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5", "InvertedDoublePendulum-v5", "Ant-v5",
+         "MountainCarContinuous-v0")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_file_gives_every_particle_the_zoo_entry(task):
+    """configs/<task>.yaml (steinrl's PPO) holds the same rl-zoo3 values as configs/sb3/ppo_zoo.yaml
+    (sb3-ppo-zoo), translated to steinrl's keys; every value line says where it comes from."""
+    ours, zoo = load_config("svgd-ppo", task), load_config("sb3-ppo-zoo", task).sb3
+    rollout = zoo.n_steps * zoo.n_envs
+    assert (ours.rollout.batch_size, ours.rollout.envs_per_particle) == (rollout, zoo.n_envs)
+    assert ours.iterations == -(-zoo.timesteps // rollout) and ours.rollout.sampling == "continuing"
+    est = ours.estimator
+    assert (est.discount, est.gae_lambda, est.clip_range, est.epochs, est.ent_coef, est.max_grad_norm) == \
+        (zoo.gamma, zoo.gae_lambda, zoo.clip_range, zoo.n_epochs, zoo.ent_coef, zoo.max_grad_norm)
+    assert est.minibatches == max(1, rollout // zoo.batch_size)
+    assert ours.update.lr == ours.critic.lr == zoo.learning_rate and ours.critic.vf_coef == zoo.vf_coef
+    assert ours.policy.hidden == ours.critic.hidden == zoo.net_arch and ours.policy.activation == zoo.activation
+    assert ours.policy.log_std_init == zoo.log_std_init and (ours.policy.init == "orthogonal") == zoo.ortho_init
+    assert ours.policy.normalize_obs == est.scale_rewards == zoo.normalize
+    assert ours.rollout.horizon == gym.spec(task).max_episode_steps
+    lines = (ROOT / "configs" / f"{task}.yaml").read_text().splitlines()
+    values = [line for line in lines if line.strip() and not line.lstrip().startswith("#") and not line.endswith(":")]
+    assert values and all("  # " in line for line in values), [v for v in values if "  # " not in v]
