@@ -15,10 +15,10 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 import steinrl
 from steinrl.core.ensemble import EnsembleMLP, orthogonal_
-from steinrl.rl.agent import clip_grad_norms, iteration_seed
+from steinrl.rl.agent import iteration_seed
 from steinrl.rl.critics import ValueEnsemble
 from steinrl.rl.estimators import ESTIMATORS
-from steinrl.rl.estimators.ppo import minibatch_indices, standardize_minibatch, take
+from steinrl.rl.estimators.ppo import clip_grad_norms, minibatch_indices, standardize_minibatch, take
 from steinrl.rl.estimators.returns import running_returns
 from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import ObsNormalizer

@@ -9,13 +9,13 @@ One iteration, :meth:`SVPGAgent.collect` then :meth:`SVPGAgent.update`:
 3. one batched forward + backward gives g_i = ∇[J(θ_i) / α + w log p(θ_i)] for all
    particles, J being the estimator's surrogate (per-step mean of log π · Â for
    reinforce / a2c, the clipped ratio for ppo);
-4. the particle update (SVGD, or independent) moves the particles along φ;
-5. the critic, if any, is refitted.
+4. the particle update (SVGD, or independent) moves the particles along φ; steps 3-4 run
+   once per minibatch of every particle's samples, for each of the estimator's epochs (ppo);
+5. the critic, if any, is refitted (or was fitted in step 3's steps: ``critic.joint``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +33,7 @@ from steinrl.core.updates import halved_lr, make_update
 from steinrl.errors import NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.estimators import ESTIMATORS
-from steinrl.rl.estimators.ppo import minibatch_indices, take
+from steinrl.rl.estimators.ppo import clip_grad_norms, minibatch_indices, take
 from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
@@ -93,18 +93,6 @@ class UpdateStats:
         rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.svgd.items()})
         table = torch.stack([v.double().cpu() for v in rows.values()], 1).tolist()  # one transfer
         return [dict(zip(rows, values)) for values in table]
-
-
-def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
-    """Scale each particle's gradient (over all of ``params``, each ``(M, ...)``) down to
-    Euclidean norm at most ``max_norm``, as ``torch.nn.utils.clip_grad_norm_`` does for one
-    model (factor ``max_norm / (norm + 1e-6)``, capped at 1). Returns the norms before ``(M,)``."""
-    grads = [p.grad for p in params if p.grad is not None]
-    norms = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in grads]).sum(0).sqrt()
-    factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(factor.view(-1, *[1] * (g.dim() - 1)))
-    return norms
 
 
 def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
@@ -357,8 +345,7 @@ class SVPGAgent:
             return batch
         if self.reward_scaler is None:
             self.reward_scaler = self._new_reward_scaler()
-        rewards = self.reward_scaler(batch.rewards, batch.valid, batch.done, batch.timestep[0] == 0)
-        return dataclasses.replace(batch, rewards=rewards)
+        return self.reward_scaler.scale_batch(batch)
 
     def _new_reward_scaler(self) -> RewardScaler:
         est = self.estimator

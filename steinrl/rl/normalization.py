@@ -19,10 +19,13 @@ continues. Both are state of the run (:meth:`RewardScaler.state_dict`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import Tensor
 
 from steinrl.rl.estimators.returns import running_returns
+from steinrl.rl.rollout import Batch
 
 __all__ = ["RewardScaler"]
 
@@ -78,6 +81,12 @@ class RewardScaler:
             self.mean = self.mean + mean[-1]
             self.var, self.count = var[-1], n[-1]
         return torch.where(valid, scaled, 0.0).to(torch.float32)
+
+    def scale_batch(self, batch: Batch) -> Batch:
+        """``batch`` with its rewards scaled (:meth:`__call__`; an env whose first observation
+        starts an episode drops its carried return)."""
+        rewards = self(batch.rewards, batch.valid, batch.done, batch.timestep[0] == 0)
+        return dataclasses.replace(batch, rewards=rewards)
 
     def state_dict(self, group: int = 0, groups: int = 1) -> dict[str, Tensor]:
         """Group ``group``'s statistics and its envs' returns (of ``groups`` equal groups: the

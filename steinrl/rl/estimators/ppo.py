@@ -24,7 +24,7 @@ from steinrl.registry import Option, at_least_one, non_negative, positive
 from steinrl.rl.estimators.a2c import A2C
 from steinrl.rl.estimators.base import ESTIMATORS
 
-__all__ = ["PPO", "minibatch_indices", "take", "standardize_minibatch"]
+__all__ = ["PPO", "minibatch_indices", "take", "standardize_minibatch", "clip_grad_norms"]
 
 
 def _nullable_positive(value: float | None) -> str | None:
@@ -65,6 +65,18 @@ def take(x: Tensor, idx: Tensor) -> Tensor:
     """Columns ``idx (M, b)`` of ``x (M, n, ...)``: ``(M, b, ...)``."""
     index = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(*idx.shape, *x.shape[2:])
     return torch.gather(x, 1, index)
+
+
+def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
+    """Scale each particle's gradient (over all of ``params``, each ``(M, ...)``) down to
+    Euclidean norm at most ``max_norm``, as ``torch.nn.utils.clip_grad_norm_`` does for one
+    model (factor ``max_norm / (norm + 1e-6)``, capped at 1). Returns the norms before ``(M,)``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in grads]).sum(0).sqrt()
+    factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(factor.view(-1, *[1] * (g.dim() - 1)))
+    return norms
 
 
 def standardize_minibatch(advantages: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
