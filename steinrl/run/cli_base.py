@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable, Sequence
 
 from steinrl.errors import ConfigError
 
-__all__ = ["EXIT_USAGE", "EXIT_DIVERGED", "EXIT_SIGINT", "EXIT_SIGTERM", "run_cli", "Parser", "_Parser"]
+__all__ = ["EXIT_USAGE", "EXIT_DIVERGED", "EXIT_SIGINT", "EXIT_SIGTERM", "run_cli", "Parser", "_Parser",
+           "input_path", "output_file", "output_dir"]
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -47,3 +49,58 @@ class Parser(argparse.ArgumentParser):
 
 
 _Parser = Parser  # the name cli.py has always used
+
+
+# --- paths given on a command line: the right kind, or one line naming the problem ------
+def input_path(path: str | Path, what: str, kind: str = "file") -> Path:
+    """``path``, an existing ``kind`` ("file" or "directory") to read; else a one-line
+    :class:`ConfigError` naming ``what`` (e.g. ``"--data"``), the path and the problem."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{what} {path}: no such {kind}")
+    if kind == "file" and p.is_dir():
+        raise ConfigError(f"{what} {path} is a directory; give a file")
+    if kind == "directory" and not p.is_dir():
+        raise ConfigError(f"{what} {path} is a file; give a directory")
+    if kind == "file":
+        try:
+            with open(p, "rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    return p
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def output_file(path: str | Path, what: str, suffixes: Sequence[str] | None = None) -> Path:
+    """``path`` as a file to write: not a directory, one of ``suffixes`` (if given), its folder
+    (or the nearest one that exists) a directory; else a one-line :class:`ConfigError`."""
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError(f"{what} {path} is a directory; give a file name")
+    if suffixes is not None and out.suffix.lower() not in suffixes:
+        raise ConfigError(f"{what} {path}: the file name must end in {', '.join(suffixes)}")
+    folder = _nearest_existing(out.parent)
+    if not folder.is_dir():
+        raise ConfigError(f"{what} {path}: {folder} is a file, not a directory")
+    return out
+
+
+def output_dir(path: str | Path, what: str, create: bool = False) -> Path:
+    """``path`` as a directory to write into (made, with its parents, if ``create``): not a
+    file, nor below one; else a one-line :class:`ConfigError`."""
+    out = Path(path)
+    existing = _nearest_existing(out)
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {path}: {existing} is a file, not a directory")
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create {what} {path}: {exc.strerror}") from None
+    return out

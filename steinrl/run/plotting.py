@@ -1,16 +1,27 @@
-"""Learning curves of saved runs (like the S²VGD paper's figure 4): mean ± std across seeds.
+"""Learning-curve figures: ``steinrl evaluate --plot``, a sweep's ``curves.png`` and the
+bandit benchmark's regret figures are all drawn by :func:`draw_panels`.
 
-Runs are read from their ``config.yaml`` and ``metrics.jsonl``, grouped by (env, algo),
-each seed counted once, and aligned on the iteration. Curves of unequal length are drawn
-to the longest with the seeds each iteration has, and a warning says so.
+:func:`draw_panels` gives every curve its own colour *and* line style (the same label
+keeps the same style in every panel), moves curves whose scale dwarfs the others (a
+uniform-random baseline's linear regret) into a panel of their own, and puts one legend
+outside the axes.
+
+:func:`plot_runs` reads saved runs (``config.yaml`` and ``metrics.jsonl``) and groups them
+by env, algorithm *and* resolved config: runs that differ only in their seed, their
+length (``iterations`` / ``rounds``), ``device`` or the ``run`` section's bookkeeping are
+seeds of one group; any other difference (``--set update.lr=1e-3``) makes another group,
+labelled by the keys in which the groups of that algorithm differ. Each seed counts once
+per group; curves of unequal length are averaged over the seeds each point has.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,15 +29,115 @@ from steinrl.errors import ConfigError
 from steinrl.run.config import read_run_config
 from steinrl.run.logger import read_metrics
 
-__all__ = ["find_runs", "collect_curves", "plot_runs"]
+__all__ = ["Curve", "Panel", "draw_panels", "split_off_scale", "find_runs", "collect_curves", "plot_runs",
+           "IDENTITY_FREE_KEYS"]
+
+#: Config keys that do not make a run a different configuration: its seed, its length (the
+#: total a resume may raise), where it ran and the run loop's bookkeeping (``run.*``).
+IDENTITY_FREE_KEYS = ("seed", "iterations", "rounds", "device", "run")
+#: Line styles cycled together with the colours (a (colour, style) pair is unique for 20 curves).
+LINE_STYLES = ("-", "--", "-.", ":")
+#: A curve whose largest |value| is this many times the median of the panel's is off the scale.
+OFF_SCALE_FACTOR = 4.0
 
 
-def find_runs(paths: list[str | Path]) -> list[Path]:
+# --- drawing ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Curve:
+    """One labelled curve with a band: ``x``, ``mean``, ``low``, ``high`` of equal length."""
+
+    label: str
+    x: Sequence[float]
+    mean: Sequence[float]
+    low: Sequence[float]
+    high: Sequence[float]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axes: a title, axis labels and its curves."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    curves: Sequence[Curve]
+
+
+def split_off_scale(curves: Sequence[Curve], factor: float = OFF_SCALE_FACTOR) -> tuple[list[Curve], list[Curve]]:
+    """``(on scale, off scale)``: with three curves or more, those whose largest |mean| is over
+    ``factor`` times the median of all curves' largest |mean| (at most half of them)."""
+    curves = list(curves)
+    scales = [float(np.nanmax(np.abs(c.mean))) if len(c.mean) and np.isfinite(c.mean).any() else 0.0
+              for c in curves]
+    if len(curves) < 3:
+        return curves, []
+    ref = float(np.median(scales))
+    off = [c for c, s in zip(curves, scales) if ref > 0 and s > factor * ref]
+    if not off or len(off) > len(curves) // 2:
+        return curves, []
+    return [c for c in curves if c not in off], off
+
+
+def _styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A distinct (colour, line style) per label, colours and styles cycled together."""
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
+    return {label: {"color": colours[i % len(colours)], "linestyle": LINE_STYLES[i % len(LINE_STYLES)]}
+            for i, label in enumerate(labels)}
+
+
+def draw_panels(panels: Sequence[Panel], out: str | Path, band: str, dpi: int = 120) -> None:
+    """Draw ``panels`` side by side into ``out`` (any format matplotlib writes, by suffix).
+
+    Curves off the scale of a panel (:func:`split_off_scale`) get a panel of their own to
+    its right; one legend (each label once, titled ``band``: what the shaded bands are)
+    stands right of the panels.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    laid_out: list[Panel] = []
+    for panel in panels:
+        on, off = split_off_scale(panel.curves)
+        laid_out.append(Panel(panel.title, panel.xlabel, panel.ylabel, on))
+        if off:
+            laid_out.append(Panel(f"{panel.title}: off the left panel's scale", panel.xlabel, panel.ylabel, off))
+    labels = list(dict.fromkeys(c.label for p in laid_out for c in p.curves))
+    styles = _styles(labels)
+    fig, axes = plt.subplots(1, max(1, len(laid_out)), figsize=(5.6 * max(1, len(laid_out)), 4.4), squeeze=False)
+    handles: dict[str, Any] = {}
+    for ax, panel in zip(axes[0], laid_out):
+        for c in panel.curves:
+            line, = ax.plot(c.x, c.mean, label=c.label, linewidth=1.6, **styles[c.label])
+            ax.fill_between(c.x, c.low, c.high, alpha=0.15, color=styles[c.label]["color"], linewidth=0)
+            handles.setdefault(c.label, line)
+        ax.set_title(panel.title, fontsize="medium")
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
+               fontsize="small" if len(handles) <= 12 else "x-small", title=band, title_fontsize="small",
+               frameon=False)
+    fig.savefig(out, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+
+
+# --- saved runs -------------------------------------------------------------------------
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     """Run directories (holding ``config.yaml``) at or below each path, each once."""
     runs: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.exists():
             raise ConfigError(f"no such run directory: {p}")
+        if p.is_file() and p.name == "checkpoint.pt":
+            p = p.parent
+        if not p.is_dir():
+            raise ConfigError(f"{p} is a file, not a run directory (a directory holding config.yaml, or a folder "
+                              "of such directories)")
         if (p / "config.yaml").is_file():
             found = [p]
         else:  # os.walk follows symlinked run directories (Path.rglob does not before 3.13)
@@ -38,80 +149,105 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
     return list(runs.values())
 
 
-Curves = dict[tuple[str, str], dict[int, dict[int, float]]]
+def _identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's keys (dotted, ``update.lr``) that make its configuration, with their values."""
+    flat: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if key in IDENTITY_FREE_KEYS:
+            continue
+        if isinstance(value, Mapping):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
 
 
-def collect_curves(paths: list[str | Path], key: str | None) -> tuple[Curves, dict[tuple[str, str], tuple[str, str]]]:
-    """``(env, algo) -> seed -> {x: value}`` of ``key`` (None: each run's headline metric; x
-    the iteration, or the rounds for bandits), and ``(env, algo) -> (x name, key)``. A seed
-    seen in two run directories keeps the longer curve (with a warning)."""
+@dataclass
+class _Group:
+    env: str
+    algo: str
+    identity: dict[str, Any]
+    x_name: str
+    y_name: str
+    seeds: dict[int, dict[float, float]]
+    label: str = ""
+
+
+def _label_groups(groups: list[_Group]) -> None:
+    """Label each group by its algo, plus, where one env has several groups of an algo, the
+    config keys in which those groups differ (``s2vgd-a2c update.lr=0.001``)."""
+    missing = object()
+    for group in groups:
+        twins = [g for g in groups if (g.env, g.algo) == (group.env, group.algo)]
+        keys = sorted({k for g in twins for k in g.identity})
+        differ = [k for k in keys if any(g.identity.get(k, missing) != group.identity.get(k, missing) for g in twins)]
+        group.label = " ".join([group.algo, *(f"{k}={_show(group.identity.get(k, '-'))}" for k in differ)])
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def collect_curves(paths: Sequence[str | Path], key: str | None) -> list[_Group]:
+    """The groups of runs at or below ``paths`` (env x algo x resolved config), each with
+    ``seed -> {x: value}`` of ``key`` (None: each run's headline metric; x: the job's
+    ``x_metric``, or the iteration). A seed seen twice in one group keeps the longer curve."""
     from steinrl.run.algos import parse_algo
 
-    groups: Curves = defaultdict(dict)
-    labels: dict[tuple[str, str], tuple[str, str]] = {}
+    groups: list[_Group] = []
     for run in find_runs(paths):
         cfg = read_run_config(run / "config.yaml")
         job = parse_algo(cfg.algo).job
-        run_key = key or job.headline_metric
-        x_key = getattr(job, "x_metric", None) or "iteration"  # bandits: rounds played
-        curve = {int(r[x_key]): float(r[run_key]) for r in read_metrics(run)
-                 if isinstance(r.get(run_key), (int, float))}
-        labels[(cfg.env, cfg.algo)] = (x_key.split("/")[-1], run_key)
+        run_key, x_key = key or job.headline_metric, job.x_metric or "iteration"
+        curve = {float(r[x_key]): float(r[run_key]) for r in read_metrics(run)
+                 if isinstance(r.get(run_key), (int, float)) and isinstance(r.get(x_key), (int, float))}
         if not curve:
             print(f"warning: {run} has no {run_key!r} values; skipped", file=sys.stderr)
             continue
-        seeds = groups[(cfg.env, cfg.algo)]
-        if cfg.seed in seeds:
-            print(f"warning: seed {cfg.seed} of {cfg.algo} on {cfg.env} appears in more than one run directory; "
-                  "counting it once (the longer curve)", file=sys.stderr)
-            if len(seeds[cfg.seed]) >= len(curve):
+        identity = _identity(cfg)
+        group = next((g for g in groups if (g.env, g.algo, g.identity) == (cfg.env, cfg.algo, identity)), None)
+        if group is None:
+            group = _Group(cfg.env, cfg.algo, identity, x_key.split("/")[-1], run_key, {})
+            groups.append(group)
+        if cfg.seed in group.seeds:
+            print(f"warning: seed {cfg.seed} of {cfg.algo} on {cfg.env} appears in more than one run directory with "
+                  f"the same config (again in {run}); counting it once (the longer curve)", file=sys.stderr)
+            if len(group.seeds[cfg.seed]) >= len(curve):
                 continue
-        seeds[cfg.seed] = curve
-    return dict(groups), labels
+        group.seeds[cfg.seed] = curve
+    _label_groups(groups)
+    return groups
 
 
-def plot_runs(paths: list[str | Path], out: str | Path, key: str | None = None, title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Draw mean ± std across seeds of ``key`` per (env, algo) into ``out`` (one panel per env).
+def plot_runs(paths: Sequence[str | Path], out: str | Path, key: str | None = None,
+              title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Draw mean ± std across seeds of ``key`` per env x algo x config into ``out`` (one panel per env).
 
-    ``key`` None: each run's headline metric (RL: ``rollout/ep_rew_max_particle``, bandits:
-    ``bandit/cumulative_regret``).
+    ``key`` None: each run's headline metric (the job's ``headline_metric``).
 
-    :return: per (env, algo), the iterations, mean, std and number of seeds drawn.
+    :return: per (env, group label), the x values, mean, std and number of seeds at each x.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups, labels = collect_curves(paths, key)
+    groups = collect_curves(paths, key)
     if not groups:
         raise ConfigError(f"no run under {', '.join(map(str, paths))} has values of {key!r}")
-    env_names = sorted({env for env, _ in groups})
-    fig, axes = plt.subplots(1, len(env_names), figsize=(6.4 * len(env_names), 4.2), squeeze=False)
-    drawn: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for (env, algo), seeds in sorted(groups.items()):
-        ax = axes[0][env_names.index(env)]
-        iterations = sorted(set().union(*seeds.values()))
-        lengths = sorted({len(c) for c in seeds.values()})
-        if len(lengths) > 1:
-            print(f"warning: {algo} on {env}: curves have unequal lengths ({lengths[0]} to {lengths[-1]} iterations); "
-                  "each iteration is averaged over the seeds that reached it", file=sys.stderr)
-        values = [[c[i] for c in seeds.values() if i in c] for i in iterations]
-        mean = np.array([np.mean(v) for v in values])
-        std = np.array([np.std(v) for v in values])
-        n = [len(v) for v in values]
-        ax.plot(iterations, mean, label=f"{algo} (n={len(seeds)})")
-        ax.fill_between(iterations, mean - std, mean + std, alpha=0.25)
-        drawn[(env, algo)] = {"iteration": iterations, "mean": mean.tolist(), "std": std.tolist(), "n": n}
-    for ax, env in zip(axes[0], env_names):
-        x_name, y_name = next(v for (e, _), v in labels.items() if e == env)
-        ax.set_xlabel(x_name)
-        ax.set_ylabel(y_name)
-        ax.set_title(title or env)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
+    envs = sorted({g.env for g in groups})
+    panels, drawn = [], {}
+    for env in envs:
+        curves = []
+        for g in sorted((g for g in groups if g.env == env), key=lambda g: g.label):
+            xs = sorted(set().union(*g.seeds.values()))
+            lengths = sorted({len(c) for c in g.seeds.values()})
+            if len(lengths) > 1:
+                unit = "iterations" if g.x_name == "iteration" else "points"
+                print(f"warning: {g.label} on {env}: curves have unequal lengths ({lengths[0]} to {lengths[-1]} {unit}); "
+                      "each point is averaged over the seeds that reached it", file=sys.stderr)
+            values = [[c[x] for c in g.seeds.values() if x in c] for x in xs]
+            mean, std = np.array([np.mean(v) for v in values]), np.array([np.std(v) for v in values])
+            curves.append(Curve(f"{g.label} (n={len(g.seeds)})", xs, mean, mean - std, mean + std))
+            drawn[(env, g.label)] = {"iteration": [int(x) if x == int(x) else x for x in xs], "mean": mean.tolist(),
+                                     "std": std.tolist(), "n": [len(v) for v in values]}
+        first = next(g for g in groups if g.env == env)
+        panels.append(Panel(title or env, first.x_name, first.y_name, curves))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    draw_panels(panels, out, band="mean ± std over seeds")
     return drawn

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from steinrl.errors import ConfigError
-from steinrl.run.cli_base import Parser
+from steinrl.run.cli_base import Parser, input_path, output_dir
 from steinrl.run.config import Config, load_config, load_yaml
-from steinrl.run.sweep_report import headline_mode, trial_runs, write_outputs
+from steinrl.run.sweep_report import trial_runs, write_outputs
 
 __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "sweep_main", "CHECKPOINT_NAME"]
 
@@ -138,8 +138,10 @@ def load_spec(path: str | Path) -> Spec:
     """Read and check a sweep spec; any bad field raises a one-line :class:`ConfigError` naming it."""
     from steinrl.run.algos import parse_algo
 
-    path = Path(path)
+    path = input_path(path, "sweep spec")
     raw, where = load_yaml(path), str(path)
+    if not raw:
+        raise ConfigError(f"sweep spec {path} is empty; a spec names at least algos, envs and seeds (docs/sweeps.md)")
     for key in raw:
         if key not in FIELDS:
             close = difflib.get_close_matches(str(key), FIELDS, n=1)
@@ -293,6 +295,8 @@ def _dirname(trial: Any) -> str:
 def _check_same_spec(spec: Spec, out: Path) -> None:
     """``out`` holds this spec's sweep or none: keep a copy of the spec there, refuse a different one."""
     saved = out / "spec.yaml"
+    if saved.exists() and not saved.is_file():
+        raise ConfigError(f"{saved} is not a file; {out} is not a sweep's output directory: choose another --out")
     if saved.is_file():
         if load_spec(saved).identity() != spec.identity():
             raise ConfigError(f"{out} holds a sweep of a different spec ({saved}); choose another --out, or "
@@ -322,11 +326,12 @@ def _tuner(tune: Any, spec: Spec, trials: list[dict[str, Any]], out: Path) -> An
     if spec.search is not None:
         from ray.tune.search.optuna import OptunaSearch
 
-        metric = spec.search.metric or headlines[0]
+        metric = spec.search.metric or headlines[0]  # load_spec: a search.metric comes with its search.mode
         param_space = {"trial": trials[0], "search": {
             k: tune.choice(v[1:]) if v[0] == "choice" else getattr(tune, v[0])(v[1], v[2])
             for k, v in spec.search.space.items()}}
-        options.update(metric=metric, mode=spec.search.mode or headline_mode(metric),
+        mode = spec.search.mode or parse_algo(spec.algos[0]).job.headline_mode
+        options.update(metric=metric, mode=mode,
                        search_alg=OptunaSearch(seed=spec.seeds[0]), num_samples=spec.search.num_samples)
     run_config = tune.RunConfig(
         name=spec.path.stem, storage_path=str(out / "ray"), progress_reporter=reporter, verbose=1,
@@ -341,8 +346,7 @@ def run_sweep(spec: Spec, out: str | Path, address: str | None = None, command: 
     0 all trials finished, 1 some failed, 130 interrupted (run the same command again to continue)."""
     tune = import_tune(spec.search)
     trials = make_trials(spec)
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(Path(out).resolve(), "--out", create=True)
     _check_same_spec(spec, out)
     import ray
 
@@ -394,5 +398,6 @@ def sweep_main(argv: Sequence[str] | None = None, prog: str = "steinrl sweep") -
     out = args.out or spec.out
     if not out:
         raise ConfigError(f"no output directory: give --out DIR or out: in {spec.path}")
+    output_dir(out, "--out" if args.out else f"out in {spec.path}")
     command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
     return run_sweep(spec, out, args.address, command)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats", "headline_mode",
+__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats",
            "trial_runs", "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
 
 
@@ -43,15 +43,17 @@ class TrialRun:
     rows: list[dict[str, float]]  #: {"iteration": k, metric: value, ...} in iteration order
     wall: float  #: seconds of training (Ray's time_total_s, summed over resumes)
 
+    @property
+    def mode(self) -> str:
+        """``max`` or ``min``: the direction in which the algorithm's job's headline metric is better."""
+        from steinrl.run.algos import parse_algo
+
+        return parse_algo(self.algo).job.headline_mode
+
     def curve(self) -> dict[float, float]:
         """``x -> headline value`` of the iterations that report it."""
         return {float(r[self.x_key]): float(r[self.metric]) for r in self.rows
                 if isinstance(r.get(self.metric), (int, float)) and isinstance(r.get(self.x_key), (int, float))}
-
-
-def headline_mode(metric: str) -> str:
-    """``"min"`` for a regret, else ``"max"`` (returns, rewards)."""
-    return "min" if metric.endswith("regret") else "max"
 
 
 # --- maths ------------------------------------------------------------------------------
@@ -161,7 +163,7 @@ def trial_runs(results: Any) -> tuple[list[TrialRun], list[str]]:
         job = parse_algo(trial["algo"]).job
         runs.append(TrialRun(str(df["trial_id"].iloc[-1]), trial["algo"], trial["env"], int(trial["seed"]),
                              {**trial["params"], **(result.config.get("search") or {})}, job.headline_metric,
-                             getattr(job, "x_metric", None) or "iteration", rows, float(df["time_total_s"].iloc[-1])))
+                             job.x_metric or "iteration", rows, float(df["time_total_s"].iloc[-1])))
     return runs, failed
 
 
@@ -232,7 +234,7 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
         grid = {k: yaml.safe_load(first[k]) for k in params if first[k] != ""}
         trials.append(TrialRun(trial_id, first["algo"], first["env"], int(first["seed"]),
                                {**grid, **(extra_params or {})}, job.headline_metric,
-                               getattr(job, "x_metric", None) or "iteration", values, float(first["wall_s"])))
+                               job.x_metric or "iteration", values, float(first["wall_s"])))
     return trials
 
 
@@ -249,7 +251,7 @@ def _value(value: Any) -> str:
 
 def _peak(trial: TrialRun) -> float:
     values = list(trial.curve().values())
-    return float((np.nanmax if headline_mode(trial.metric) == "max" else np.nanmin)(values)) if values else math.nan
+    return float((np.nanmax if trial.mode == "max" else np.nanmin)(values)) if values else math.nan
 
 
 def _fmt(mean_half: tuple[float, float]) -> str:
@@ -278,9 +280,9 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
                                           "reaches 95 %", "wall s/trial", "per-seed peaks"]) + " |",
                   "|" + "---|" * (len(params) + 8)]
         for group in env_groups.values():
-            s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
+            s = group_stats([t.curve() for t in group], group[0].mode)
             x95 = "–" if s.x95 is None else f"{s.x95:g}"
-            best = np.nanmax if headline_mode(group[0].metric) == "max" else np.nanmin
+            best = np.nanmax if group[0].mode == "max" else np.nanmin
             curve_peak = f"{best(s.mean):.1f}" if any(m == m for m in s.mean) else "–"
             cells = [group[0].algo, *(_value(group[0].params.get(p, "")) for p in params), str(s.n), _fmt(s.peak),
                      _fmt(s.final), curve_peak, x95, f"{np.mean([t.wall for t in group]):.1f}",
@@ -291,26 +293,21 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
 
 
 def plot_curves(trials: Sequence[TrialRun], path: Path) -> None:
-    """``curves.png``: per env a panel, per group the seed-mean headline curve and its 95 % CI band."""
-    import matplotlib
+    """``curves.png``: per env a panel, per group the seed-mean headline curve and its 95 % CI band
+    (drawn by :func:`steinrl.run.plotting.draw_panels`, as every learning-curve figure)."""
+    from steinrl.run.plotting import Curve, Panel, draw_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs = list(dict.fromkeys(t.env for t in trials))
-    fig, axes = plt.subplots(1, max(1, len(envs)), figsize=(6.4 * max(1, len(envs)), 4.4), squeeze=False)
-    for (env, _, _), group in _groups(trials).items():
-        ax = axes[0][envs.index(env)]
-        s = group_stats([t.curve() for t in group], headline_mode(group[0].metric))
-        x, mean, half = np.array(s.x), np.array(s.mean), np.nan_to_num(np.array(s.half))
-        line, = ax.plot(x, mean, label=f"{_label(group[0])} (n={s.n})")
-        ax.fill_between(x, mean - half, mean + half, alpha=0.2, color=line.get_color())
-        ax.set_xlabel("rounds" if group[0].x_key != "iteration" else "iteration")
-        ax.set_ylabel(group[0].metric)
-    for ax, env in zip(axes[0], envs):
-        ax.set_title(env)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    panels = []
+    groups = _groups(trials)
+    for env in dict.fromkeys(t.env for t in trials):
+        curves, first = [], None
+        for (group_env, _, _), group in groups.items():
+            if group_env != env:
+                continue
+            first = first or group[0]
+            s = group_stats([t.curve() for t in group], group[0].mode)
+            mean, half = np.array(s.mean), np.nan_to_num(np.array(s.half))
+            curves.append(Curve(f"{_label(group[0])} (n={s.n})", s.x, mean, mean - half, mean + half))
+        panels.append(Panel(env, "iteration" if first.x_key == "iteration" else first.x_key.split("/")[-1],
+                            first.metric, curves))
+    draw_panels(panels, path, band="seed mean ± 95 % CI")
