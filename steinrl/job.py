@@ -76,6 +76,9 @@ class Job(Protocol):
     def num_steps(self) -> int:
         """Iterations of the whole run."""
 
+    def done(self, iteration: int) -> bool:
+        """The run's stopping rule after ``iteration`` iterations (e.g. iterations, env steps, seconds)."""
+
     def step(self, iteration: int, hooks: Any = None) -> list[dict[str, float]] | None:
         """One iteration of every seed: one scalar dict per seed (None: a hook vetoed it)."""
 

@@ -180,6 +180,10 @@ class BanditJob:
     def num_steps(self) -> int:
         return math.ceil(self.cfg.rounds / self.cfg.protocol.refit_every)
 
+    def done(self, iteration: int) -> bool:
+        """All rounds played after ``iteration`` refit blocks."""
+        return iteration >= self.num_steps
+
     def history(self) -> History:
         n = self.played
         return History(self.stream.contexts[:n], self.arms[:n], self.observed[:n])

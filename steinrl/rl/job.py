@@ -40,6 +40,14 @@ def _nullable_non_negative(value: Any) -> str | None:
     return None if value is None else non_negative(value)
 
 
+def _nullable_at_least_one(value: Any) -> str | None:
+    return None if value is None else at_least_one(value)
+
+
+def _nullable_positive(value: Any) -> str | None:
+    return None if value is None else positive(value)
+
+
 @dataclass
 class RolloutHooks:
     """Calls around an iteration's rollout (used by :class:`steinrl.sb3.SVPG`).
@@ -125,7 +133,13 @@ class PolicyGradientJob:
     x_metric = None  #: curves are drawn against the iteration
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
-        Option("iterations", int, 1000, "Number of iterations (total, also when resuming).", check=at_least_one),
+        Option("iterations", int, 1000, "Number of iterations (total, also when resuming); ignored when total_steps "
+               "is set.", check=at_least_one),
+        Option("total_steps", (int, None), None, "Stop once the run has taken this many env steps, all particles "
+               "together (SB3's total_timesteps; the iteration that crosses it is completed); null: iterations "
+               "decide.", check=_nullable_at_least_one),
+        Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
+               "(summed over resumes) past this many seconds; null: no limit.", check=_nullable_positive),
         # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results.md#temperature-α).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
@@ -151,7 +165,10 @@ class PolicyGradientJob:
     def summary(cls, rows: list[dict[str, float]]) -> str:
         key = cls.headline_metric
         values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
-        return f"final {values[-1]:.1f}, best {max(values):.1f} ({key})" if values else "no completed episodes"
+        steps = next((r["time/total_env_steps"] for r in reversed(rows) if "time/total_env_steps" in r), None)
+        done = "" if steps is None else f"; {steps:,.0f} env steps"
+        return (f"final {values[-1]:.1f}, best {max(values):.1f} ({key}){done}" if values
+                else f"no completed episodes{done}")
 
     @classmethod
     def sections(cls, method: str, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
@@ -252,11 +269,42 @@ class PolicyGradientJob:
         self.task = task
         self.sampler = Sampler(task, S * M, E, horizon)
         self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
+        self.env_steps = [0] * S  #: env steps taken so far, each seed (all its particles)
+        self.seconds = 0.0  #: training seconds so far (summed over resumes)
+
+    def steps_per_iteration(self) -> int | None:
+        """Env steps of one iteration, all particles of one seed (None: it varies, whole episodes)."""
+        cfg = self.cfg
+        if cfg.rollout.sampling == "whole_episodes":
+            return None
+        E = cfg.rollout.envs_per_particle
+        return cfg.particles * E * -(-cfg.rollout.batch_size // E)
 
     @property
     def num_steps(self) -> int:
-        """Iterations of a whole run."""
-        return self.cfg.iterations
+        """Iterations of a whole run (with ``total_steps``: as many as reach it, estimated for
+        whole episodes from ``batch_size`` per particle)."""
+        total = self.cfg.total_steps
+        if total is None:
+            return self.cfg.iterations
+        per = self.steps_per_iteration() or self.cfg.particles * self.cfg.rollout.batch_size
+        return max(1, -(-total // per))
+
+    def done(self, iteration: int) -> bool:
+        """The run's stopping rule after ``iteration`` iterations: the iterations, or the env
+        steps of every seed (``total_steps``); and the training seconds (``max_seconds``)."""
+        cfg = self.cfg
+        if cfg.max_seconds is not None and self.seconds >= cfg.max_seconds:
+            return True
+        if cfg.total_steps is not None:
+            return min(self.env_steps) >= cfg.total_steps
+        return iteration >= cfg.iterations
+
+    def progress(self, iteration: int) -> float:
+        """The fraction of the run done after ``iteration`` iterations, in [0, 1] (for schedules)."""
+        if self.cfg.total_steps is not None:
+            return min(1.0, min(self.env_steps) / self.cfg.total_steps)
+        return min(1.0, iteration / self.cfg.iterations)
 
     def step(self, iteration: int, hooks: RolloutHooks | None = None) -> list[dict[str, float]] | None:
         """Collect and update once; returns each seed's scalars (None if ``on_rollout_end`` skipped the update)."""
@@ -271,6 +319,8 @@ class PolicyGradientJob:
         t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
         steps = batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)).tolist()  # valid env steps per seed
+        self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
+        self.seconds += t2 - t0
         episodes = batch.episode_stats.cpu()
         rows = []
         for s, (train, head) in enumerate(zip(stats.per_group(S), self.agent.policy.head.diagnostics(S))):
@@ -281,6 +331,8 @@ class PolicyGradientJob:
                 "time/rollout_fps": steps[s] / (t1 - t0),
                 "time/iteration_seconds": t2 - t0,
                 "time/steps_per_particle": steps[s] / M,
+                "time/total_env_steps": float(self.env_steps[s]),
+                "time/total_seconds": self.seconds,
             })
             rows.append(scalars)
         return rows
@@ -288,13 +340,17 @@ class PolicyGradientJob:
     def state_dict(self, seed_index: int = 0) -> dict:
         """Seed ``seed_index``'s state, in the single-seed format (it resumes alone)."""
         return {"agent": self.agent.state_dict(seed_index),
-                "sampler": self.sampler.state_dict(seed_index, len(self.seeds))}
+                "sampler": self.sampler.state_dict(seed_index, len(self.seeds)),
+                "progress": {"env_steps": self.env_steps[seed_index], "seconds": self.seconds}}
 
     def load_state_dict(self, states: list[dict] | dict) -> None:
         """Continue from one :meth:`state_dict` per seed (a single dict: one seed)."""
         states = [states] if isinstance(states, dict) else list(states)
         self.agent.load_state_dict([s["agent"] for s in states])
         self.sampler.load_state_dict([s["sampler"] for s in states])
+        progress = [s.get("progress", {}) for s in states]  # (checkpoints before total_steps existed: none)
+        self.env_steps = [int(p.get("env_steps", 0)) for p in progress]
+        self.seconds = float(progress[0].get("seconds", 0.0))
 
     def close(self) -> None:
         if hasattr(self.task, "close"):

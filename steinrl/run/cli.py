@@ -36,6 +36,10 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     p.add_argument("--preset", help="a shipped preset (configs/presets/<name>.yaml)")
     p.add_argument("--particles", type=int, help="number of particles M")
     p.add_argument("--iterations", type=int, help="RL: number of iterations (with --resume: the new total)")
+    p.add_argument("--total-steps", type=int, metavar="N", help="RL: stop after N env steps, all particles together "
+                   "(SB3's total_timesteps; replaces --iterations)")
+    p.add_argument("--max-seconds", type=float, metavar="S", help="RL: stop after the iteration that passes S seconds "
+                   "of training")
     p.add_argument("--rounds", type=int, help="bandits: number of rounds (with --resume: the new total)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--seeds", metavar="S1,S2,...", help="RL: train several seeds as one batch (torch envs; continuing "
@@ -100,7 +104,7 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
 
     args = train_parser(prog).parse_args(argv)
     flags = {"algo": args.algo, "particles": args.particles, "iterations": args.iterations, "rounds": args.rounds,
-             "seed": args.seed,
+             "total_steps": args.total_steps, "max_seconds": args.max_seconds, "seed": args.seed,
              "temperature": args.temperature, "device": args.device, "run.logdir": args.logdir,
              "run.run_name": args.run_name}
     overrides = {k: v for k, v in flags.items() if v is not None}
@@ -120,11 +124,11 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
         trainer = Trainer(cfg)
         return run_training(trainer, _claim_new_run(cfg), command)
     run_dir = RunDirectory(Path(args.resume))
-    extra = sorted(set(overrides) - {"iterations", "rounds", "run.progress"}) + [
+    extra = sorted(set(overrides) - {"iterations", "rounds", "total_steps", "max_seconds", "run.progress"}) + [
         f"--{n}" for n in ("env", "config", "preset") if getattr(args, n)]
     if extra:
         raise ConfigError(f"--resume continues a run with its saved config; cannot also set {', '.join(extra)} "
-                          "(only --iterations or --rounds, the new total, may change)")
+                          "(only --iterations, --rounds, --total-steps or --max-seconds, the new totals, may change)")
     if not (run_dir.path / "config.yaml").is_file():
         raise ConfigError(f"cannot resume: {run_dir.path} has no config.yaml")
     if not run_dir.checkpoint.is_file():
@@ -134,8 +138,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     trainer = Trainer(cfg)
     trainer.restore(run_dir.checkpoint)
     if trainer.done:
-        raise ConfigError(f"{run_dir.path} already has {trainer.iteration} iterations; --iterations (--rounds) is the "
-                          f"total: give more to continue")
+        raise ConfigError(f"{run_dir.path} is done ({trainer.iteration} iterations); --iterations, --rounds, "
+                          "--total-steps and --max-seconds are totals: give more to continue")
     return run_training(trainer, run_dir.acquire(), command)
 
 

@@ -34,7 +34,7 @@ __all__ = ["Trainer", "check_device", "CHECKPOINT_FORMAT"]
 CHECKPOINT_FORMAT = "steinrl.trainer"
 CHECKPOINT_VERSION = 2
 #: Config keys that may differ between a checkpoint and the Trainer restoring it.
-_FREE_KEYS = ("iterations", "rounds", "device", "run")
+_FREE_KEYS = ("iterations", "rounds", "total_steps", "max_seconds", "device", "run")
 
 
 def check_device(device: str) -> None:
@@ -76,8 +76,9 @@ class Trainer:
 
     @property
     def done(self) -> bool:
-        """True once the job's steps are done (RL: ``iterations``; bandits: the rounds' refit blocks)."""
-        return self.iteration >= self.job.num_steps
+        """True once the job's stopping rule holds (RL: ``iterations``, or ``total_steps`` env
+        steps, or ``max_seconds``; bandits: the rounds' refit blocks)."""
+        return self.job.done(self.iteration)
 
     def step_seeds(self, hooks: Any = None) -> list[dict[str, float]] | None:
         """Run one iteration of every seed; returns each seed's scalar metrics (in ``seeds`` order).
