@@ -213,20 +213,24 @@ def test_reward_scaling_matches_sb3s_running_statistics_across_batches():
 def test_reward_scaling_keeps_one_scale_per_group_and_drops_the_return_of_a_fresh_episode():
     rng = np.random.default_rng(1)
     T, gamma = 30, 0.95
-    rewards = rng.normal(0, [[1.0, 1.0, 50.0, 50.0]], (T, 4))
-    valid, done = np.ones((T, 4), bool), np.zeros((T, 4), bool)
-    scaler = RewardScaler(groups=2, gamma=gamma)  # particles (0, 1) and (2, 3)
-    got = scaler(torch.tensor(rewards).view(T, 4, 1), torch.tensor(valid).view(T, 4, 1), torch.tensor(done).view(T, 4, 1),
-                 torch.zeros(4, 1, dtype=torch.bool)).view(T, 4).numpy()
+    batches = [(rng.normal([[5.0, 5.0, -50.0, -50.0]], [[1.0, 1.0, 30.0, 30.0]], (T, 4)), rng.random((T, 4)) > 0.1,
+                rng.random((T, 4)) < 0.05) for _ in range(2)]
+    scaler = RewardScaler(groups=2, gamma=gamma)  # particles (0, 1) and (2, 3), one env each
+    got = [scaler(*(torch.tensor(x).view(T, 4, 1) for x in b), torch.zeros(4, 1, dtype=torch.bool)).view(T, 4).numpy()
+           for b in batches]
     for g in range(2):
-        want, _ = _sb3_reward_scaling([(rewards[:, 2 * g:2 * g + 2], valid[:, :2], done[:, :2])], gamma, 2)
-        np.testing.assert_allclose(got[:, 2 * g:2 * g + 2], want[0], rtol=1e-5, atol=1e-6)
+        cols = slice(2 * g, 2 * g + 2)
+        want, rms = _sb3_reward_scaling([tuple(x[:, cols] for x in b) for b in batches], gamma, 2)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a[:, cols], b, rtol=1e-5, atol=1e-6)
+        assert scaler.mean[g].item() == pytest.approx(rms.mean, rel=1e-10)
+        assert scaler.var[g].item() == pytest.approx(rms.var, rel=1e-10)
     # the next batch's envs 0 and 2 start fresh episodes: their carried returns are dropped
     carried = scaler.returns.clone()
     scaler(torch.zeros(1, 4, 1), torch.ones(1, 4, 1, dtype=torch.bool), torch.zeros(1, 4, 1, dtype=torch.bool),
            torch.tensor([[True], [False], [True], [False]]))
-    torch.testing.assert_close(scaler.returns.view(-1), carried.view(-1) * torch.tensor([0.0, gamma, 0.0, gamma],
-                                                                                        dtype=torch.float64))
+    keep = torch.tensor([0.0, gamma, 0.0, gamma], dtype=torch.float64)
+    torch.testing.assert_close(scaler.returns.view(-1), carried.view(-1) * keep)
 
 
 # --- init -------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ class RewardScaler:
         self.returns = torch.where((valid & done)[-1], 0.0, ret[-1]) if T else carried
         # the statistics after every step: moments of the returns about the current mean, cumulated
         w = valid.double().view(T, G, -1)
-        x = (ret.view(T, G, -1) - self.mean) * w
+        x = (ret.view(T, G, -1) - self.mean[:, None]) * w
         n = self.count + w.sum(2).cumsum(0)  # T G
         s1 = x.sum(2).cumsum(0)
         s2 = self.count * self.var + x.square().sum(2).cumsum(0)
