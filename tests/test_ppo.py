@@ -369,3 +369,19 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
     for a, b in zip(again.job.agent.policy.particle_parameters(), straight.job.agent.policy.particle_parameters()):
         assert torch.equal(a, b)
     assert all(torch.equal(a, b) for a, b in zip(state(again).values(), state(straight).values()))
+
+
+def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone():
+    """Minibatch shuffles, reward scales and clipping are per seed: a 2-seed batch is each seed alone."""
+    recipe = {k: v for k, v in RECIPE.items() if k != "policy.normalize_obs"}  # shared statistics: not for batches
+    cfg = config("svgd-ppo", "CartpoleSwingUp", **{**recipe, "particles": 2, "rollout.env_backend": "torch",
+                                                     "rollout.batch_size": 40})
+    trainer = steinrl.Trainer(cfg, [3, 4])
+    batched = [trainer.step_seeds() for _ in range(3)]
+    for s, seed in enumerate([3, 4]):
+        alone = steinrl.Trainer(cfg.replace({"seed": seed}))
+        for it in range(3):
+            row = alone.step()
+            for key in ("rollout/ep_rew_max_particle", "train/surrogate", "train/value_loss", "train/clip_fraction",
+                        "train/grad_norm", "train/repulsive_norm"):
+                assert batched[it][s][key] == pytest.approx(row[key], rel=1e-3, abs=1e-5, nan_ok=True), (seed, it, key)
