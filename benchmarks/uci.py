@@ -13,13 +13,17 @@ Prints one line per finished split, then one summary line per method (the last l
 
     uci set=<name> method=<m> splits=<n> rmse=<mean> rmse_se=<se> test_ll=<mean> seconds_per_split=<s>
 
-and writes / refreshes the section ``## UCI regression: <set>`` of ``--results`` (rows keyed
-by method and prior, so a rerun replaces its own rows and keeps the others).
+and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
+(default runs/benchmarks/; rows keyed by method and prior, so a rerun replaces its own rows
+and keeps the others). ``--update-docs`` refreshes the same section of docs/results.md.
+
+Every argument and every file of ``--data`` is checked before the first fit: a missing,
+wrong-kind, unreadable or empty file, a value that is not a finite number (named by file,
+line and column) or an out-of-range count is one line ``error: ...``, exit 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import shlex
@@ -37,11 +41,14 @@ sys.path.insert(0, str(ROOT))
 from steinrl.bayes.regression import (PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor,  # noqa: E402
                                       load_uci, split_indices)
 from steinrl.errors import ConfigError  # noqa: E402
+from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
 
 #: S²VGD paper, table 1: test RMSE of S²VGD and SVGD (the issue's reference figures).
 TABLE1 = {"yacht": (0.47, 0.86), "energy": (0.38, 1.37), "boston": (2.56, 2.96), "concrete": (4.25, 5.32)}
 #: Minibatch steps the default epoch count aims at (Liu & Wang's UCI code runs 2000 iterations).
 DEFAULT_STEPS = 2000
+DEFAULT_OUT = ROOT / "runs" / "benchmarks"
+UCI_FILES = ("data", "index_features", "index_target", "n_splits")
 HEADER = "# Results\n\nNumbers written by the scripts in `benchmarks/`; each section names the command behind it.\n"
 
 
@@ -102,8 +109,47 @@ def write_section(path: Path, name: str, rows: dict[tuple[str, str], str], note:
     path.write_text("\n".join(out).rstrip("\n") + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def check_data_file(path: Path) -> None:
+    """Every line of ``data.txt`` holds the same number of finite numbers; else a one-line
+    :class:`ConfigError` naming the file, line and column."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not a text file ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    rows = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not rows:
+        raise ConfigError(f"{path} is empty")
+    width = len(rows[0][1])
+    for n, fields in rows:
+        if len(fields) != width:
+            raise ConfigError(f"{path}: line {n} has {len(fields)} values, line {rows[0][0]} has {width}")
+        for column, field in enumerate(fields, 1):
+            try:
+                value = float(field)
+            except ValueError:
+                raise ConfigError(f"{path}: line {n}, column {column}: {field!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ConfigError(f"{path}: line {n}, column {column} holds {field!r}, not a finite number")
+
+
+def read_data(directory: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """``load_uci(directory)`` after checking the directory and each of its files."""
+    root = input_path(directory, "--data", kind="directory")
+    for name in UCI_FILES:
+        path = root / f"{name}.txt"
+        if not path.exists():
+            raise ConfigError(f"--data {directory} lacks {name}.txt (the format: benchmarks/data/uci/README.md)")
+        input_path(path, "--data file")
+        if path.stat().st_size == 0:
+            raise ConfigError(f"{path} is empty")
+    check_data_file(root / "data.txt")
+    return load_uci(root)
+
+
+def parse_args(argv: list[str] | None):  # noqa: ANN201
+    parser = Parser(prog="benchmarks/uci.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a directory in the format of benchmarks/data/uci/<set>/")
     parser.add_argument("--methods", default=",".join(REGRESSION_METHODS))
     parser.add_argument("--splits", type=int, default=None, help="number of splits (default: n_splits.txt)")
@@ -112,44 +158,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="parallel processes (one torch thread each)")
     parser.add_argument("--prior", choices=("joint", "invgamma"), default="joint",
                         help="weight prior of the particle methods")
-    parser.add_argument("--lr", type=float, default=None, help="Adam step size (default 3e-3)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam step size")
     parser.add_argument("--particles", type=int, default=20)
     parser.add_argument("--noise-scale", type=float, default=10.0,
                         help="log γ = noise_scale · (optimised coordinate); see fit_regressor")
     parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--results", default=str(ROOT / "docs" / "results.md"),
-                        help="markdown file to refresh ('' = none)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
+    parser.add_argument("--update-docs", action="store_true", help="also refresh the set's section of docs/results.md")
     args = parser.parse_args(argv)
-    try:
-        X, y, n_splits = load_uci(args.data)
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-        unknown = [m for m in methods if m not in REGRESSION_METHODS]
-        if unknown or not methods:
-            raise ConfigError(f"unknown method(s) {unknown}; choices: {','.join(REGRESSION_METHODS)}")
-        splits = n_splits if args.splits is None else args.splits
-        if splits < 1 or args.jobs < 1:
-            raise ConfigError("--splits and --jobs must be >= 1")
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    name = Path(args.data).resolve().name
-    n_train = len(split_indices(len(y), 0)[0])
-    epochs = args.epochs or default_epochs(n_train, args.batch_size)
-    options = dict(hidden=(50,), particles=args.particles, epochs=epochs, batch_size=args.batch_size,
-                   lr=args.lr or 3e-3, prior=args.prior, optimizer="adam", noise_scale=args.noise_scale)
-    print(f"uci set={name} n={len(y)} d={X.shape[1]} n_train={n_train} epochs={epochs} splits={splits} "
-          f"methods={','.join(methods)} prior={args.prior} lr={options['lr']} jobs={args.jobs}", flush=True)
-    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in methods}
-    tasks = [(m, k) for k in range(splits) for m in methods]
+    for flag, value in (("--splits", args.splits), ("--epochs", args.epochs), ("--jobs", args.jobs),
+                        ("--particles", args.particles), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    for flag, value in (("--lr", args.lr), ("--noise-scale", args.noise_scale)):
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{flag} must be a finite number > 0, got {value}")
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in args.methods if m not in REGRESSION_METHODS]
+    if unknown or not args.methods:
+        raise ConfigError(f"--methods: unknown method(s) {unknown}; choices: {','.join(REGRESSION_METHODS)}")
+    output_dir(args.out, "--out")
+    return args
+
+
+def run_all(args, options: dict, tasks: list[tuple[str, int]], name: str) -> dict[str, list]:  # noqa: ANN001
+    """Fit every (method, split) of ``tasks`` in ``args.jobs`` processes; per method the
+    ``(rmse, test_ll, seconds)`` of each split."""
+    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in args.methods}
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
         futures = [pool.submit(run_split, args.data, m, k, options) for m, k in tasks]
         for future in as_completed(futures):
             m, k, rmse, ll, sec = future.result()
             results[m].append((rmse, ll, sec))
             print(f"  {name} {m} split={k} rmse={rmse:.4f} test_ll={ll:.4f} seconds={sec:.1f}", flush=True)
-    command = "python " + " ".join(shlex.quote(a) for a in [str(Path(sys.argv[0]))] + sys.argv[1:])
+    return results
+
+
+def _command(argv: list[str]) -> str:
+    """The command that reproduces the numbers (``--out`` and ``--update-docs`` change no number)."""
+    kept, skip = [], False
+    for a in argv:
+        if skip or a == "--update-docs" or a.startswith("--out="):
+            skip = False
+            continue
+        skip = a == "--out"
+        if not skip:
+            kept.append(a)
+    return "python " + " ".join(shlex.quote(a) for a in ["benchmarks/uci.py", *kept])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    X, y, n_splits = read_data(args.data)
+    splits = n_splits if args.splits is None else args.splits
+    name = Path(args.data).resolve().name
+    n_train = len(split_indices(len(y), 0)[0])
+    epochs = args.epochs or default_epochs(n_train, args.batch_size)
+    options = dict(hidden=(50,), particles=args.particles, epochs=epochs, batch_size=args.batch_size,
+                   lr=args.lr, prior=args.prior, optimizer="adam", noise_scale=args.noise_scale)
+    print(f"uci set={name} n={len(y)} d={X.shape[1]} n_train={n_train} epochs={epochs} splits={splits} "
+          f"methods={','.join(args.methods)} prior={args.prior} lr={args.lr} jobs={args.jobs}", flush=True)
+    results = run_all(args, options, [(m, k) for k in range(splits) for m in args.methods], name)
+    command = _command(argv)
     rows, summary = {}, []
-    for m in methods:
+    for m in args.methods:
         (rmse, rmse_se), (ll, ll_se) = _mean_se([r[0] for r in results[m]]), _mean_se([r[1] for r in results[m]])
         sec = float(np.mean([r[2] for r in results[m]]))
         prior = args.prior if m in PARTICLE_METHODS else "-"
@@ -157,15 +230,18 @@ def main(argv: list[str] | None = None) -> int:
                             f"{ll_se:.3f} | {sec:.1f} | `{command}` |")
         summary.append(f"uci set={name} method={m} splits={splits} rmse={rmse:.4f} rmse_se={rmse_se:.4f} "
                        f"test_ll={ll:.4f} seconds_per_split={sec:.2f}")
-    if args.results:
-        note = (f"Protocol: 90/10 splits with seed = split index, 50 ReLU units, M = {args.particles} particles, "
-                f"batch {args.batch_size}, Adam lr {options['lr']}, noise_scale {args.noise_scale}, RMSE/log-lik on "
-                f"the test split after the last epoch. Seconds per split: wall time of one fit + evaluation in a "
-                f"one-thread worker.")
-        write_section(Path(args.results), name, rows, note)
+    note = (f"Protocol: 90/10 splits with seed = split index, 50 ReLU units, M = {args.particles} particles, "
+            f"batch {args.batch_size}, Adam lr {args.lr}, noise_scale {args.noise_scale}, RMSE/log-lik on "
+            f"the test split after the last epoch. Seconds per split: wall time of one fit + evaluation in a "
+            f"one-thread worker.")
+    targets = [output_dir(args.out, "--out", create=True) / f"uci_{name}.md"]
+    targets += [ROOT / "docs" / "results.md"] if args.update_docs else []
+    for path in targets:
+        write_section(path, name, rows, note)
+    print(f"wrote {', '.join(map(str, targets))}")
     print("\n".join(summary), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 
 import numpy as np
 
@@ -21,23 +22,39 @@ def _parses_as_float(text: str) -> bool:
     return True
 
 
+def _read_rows(path: str) -> tuple[list[int], list[list[str]]]:
+    """The non-blank rows of a CSV file and their line numbers; a missing, wrong-kind,
+    unreadable, non-text or empty file raises :class:`ConfigError`."""
+    if not os.path.exists(path):
+        raise ConfigError(f"cannot read classification data {path!r}: no such file (task.path takes a CSV file)")
+    if os.path.isdir(path):
+        raise ConfigError(f"classification data {path!r} is a directory; task.path takes a CSV file")
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            reader = csv.reader(file)
+            numbered = [(reader.line_num, row) for row in reader if any(field.strip() for field in row)]
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"classification data {path!r} is not UTF-8 text ({error.reason} at byte {error.start}); "
+                          "task.path takes a CSV file") from None
+    except (OSError, csv.Error) as error:
+        raise ConfigError(f"cannot read classification data {path!r}: {error}") from None
+    if not numbered:
+        raise ConfigError(f"classification data {path!r} is empty")
+    return [line for line, _ in numbered], [row for _, row in numbered]
+
+
 def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.ndarray, np.ndarray]:
-    """``(features (N, d) float64, labels (N,))`` from a CSV file; bad files raise :class:`ConfigError`.
+    """``(features (N, d) float64, labels (N,))`` from a CSV file; bad files raise :class:`ConfigError`
+    naming the file, and for a bad value its line and column.
 
     The first row is a header when one of its feature fields is not a number, or when its
     class is not a number while all the other classes are.
     """
-    try:
-        with open(path, newline="") as file:
-            rows = [row for row in csv.reader(file) if row]
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ConfigError(f"cannot read classification data {path!r}: {error}") from None
-    if not rows:
-        raise ConfigError(f"classification data {path!r} is empty")
+    lines, rows = _read_rows(path)
     width = len(rows[0])
-    ragged = next((line for line, row in enumerate(rows, start=1) if len(row) != width), None)
+    ragged = next((i for i, row in enumerate(rows) if len(row) != width), None)
     if ragged is not None:
-        raise ConfigError(f"{path}: line {ragged} has {len(rows[ragged - 1])} fields, line 1 has {width}")
+        raise ConfigError(f"{path}: line {lines[ragged]} has {len(rows[ragged])} fields, line {lines[0]} has {width}")
     if width < 2:
         raise ConfigError(f"{path}: needs at least one feature column and a class column")
     table = np.char.strip(np.array(rows, dtype=str))
@@ -55,7 +72,7 @@ def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.nd
         header = (not all(_parses_as_float(value) for value in feature_fields)
                   or (other_classes_numeric and len(table) > 1 and not _parses_as_float(table[0, target])))
     names = [str(name) for name in table[0]] if header else [f"column {j}" for j in range(width)]
-    body = table[1:] if header else table
+    body, body_lines = (table[1:], lines[1:]) if header else (table, lines)
     if len(body) == 0:
         raise ConfigError(f"{path}: no data rows")
     features = np.empty((len(body), width - 1))
@@ -63,13 +80,21 @@ def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.nd
         try:
             features[:, slot] = body[:, column].astype(np.float64)
         except ValueError:
-            line = next(i for i, value in enumerate(body[:, column]) if not _parses_as_float(value))
-            raise ConfigError(f"{path}: feature column {names[column]!r} is not numeric (data row {line + 1}: "
-                              f"{str(body[line, column])!r}); encode categories and fill missing values first"
+            row = next(i for i, value in enumerate(body[:, column]) if not _parses_as_float(value))
+            raise ConfigError(f"{path}: line {body_lines[row]}, feature column {names[column]!r} is not numeric "
+                              f"({str(body[row, column])!r}); encode categories and fill missing values first"
                               ) from None
-    if not np.isfinite(features).all():
-        raise ConfigError(f"{path}: features hold NaN or infinite values")
-    return features, body[:, target]
+        bad = np.flatnonzero(~np.isfinite(features[:, slot]))
+        if len(bad):
+            raise ConfigError(f"{path}: line {body_lines[bad[0]]}, feature column {names[column]!r} holds "
+                              f"{str(body[bad[0], column])!r}, not a finite number ({len(bad)} such rows); "
+                              "fill missing values first")
+    labels = body[:, target]
+    missing = next((i for i, value in enumerate(labels) if value == "" or value.lower() in ("nan", "na", "?")), None)
+    if missing is not None:
+        raise ConfigError(f"{path}: line {body_lines[missing]}, class column {names[target]!r} holds "
+                          f"{str(labels[missing])!r}, a missing class")
+    return features, labels
 
 
 @BANDIT_TASKS.register("Classification")
