@@ -18,6 +18,8 @@ Shapes: observations ``(N, obs_dim)`` float32, actions ``(N, *action_shape)``, r
 
 from __future__ import annotations
 
+import warnings
+import zlib
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -63,6 +65,17 @@ class VectorTask(Protocol):
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
         """Continue from one :meth:`get_state` per seed group."""
+
+
+def _restream_seed(state: dict[str, Any]) -> int:
+    """A seed for the reset stream of envs restored from another backend or device, whose
+    generator state cannot move: a function of the saved physical state (reproducible)."""
+    return zlib.crc32(torch.as_tensor(state["state"]).double().cpu().numpy().tobytes())
+
+
+def _moved(kind: str, saved: str) -> None:
+    warnings.warn(f"continuing envs saved on {saved} on {kind}: the episodes in progress continue, the envs' reset "
+                  "streams are re-seeded (the run is reproducible, not identical to one that stayed)", stacklevel=3)
 
 
 class HostTask:
@@ -111,11 +124,20 @@ class HostTask:
             raise ValueError("host envs run one seed group")
         if not hasattr(self.envs, "get_state"):
             return None  # arrays as tensors: loadable with weights_only=True
-        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in self.envs.get_state().items()}
+        state = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in self.envs.get_state().items()}
+        return {**state, "kind": "numpy"}
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
+        """Continue from :meth:`get_state`; a state saved by a :class:`DeviceTask` (the torch
+        twin: same physical state) continues its episodes with a re-seeded reset stream."""
         (state,) = states
-        self.envs.set_state({k: v.numpy() if isinstance(v, Tensor) else v for k, v in state.items()})
+        state = {k: v for k, v in state.items() if k != "kind"}
+        saved = states[0].get("kind", "numpy")
+        if saved != "numpy":
+            _moved("numpy envs", saved)
+            state["rng"] = np.random.default_rng(_restream_seed(state)).bit_generator.state
+            state["state"] = state["state"].double()
+        self.envs.set_state({k: v.cpu().numpy() if isinstance(v, Tensor) else v for k, v in state.items()})
 
     def close(self) -> None:
         self.envs.close()
@@ -147,20 +169,34 @@ class DeviceTask:
         """The task's state (``state`` ``(state_dim, N)``: envs are columns; ``steps``,
         ``prev_done`` ``(N,)``; ``rng``: one generator state per group), cut to ``group``."""
         full = self.task.get_state()
+        kind = f"torch:{self.device.type}"
         if groups == 1:
-            return full
+            return {**full, "kind": kind}
         return {"state": full["state"].chunk(groups, dim=1)[group].clone(),
                 "steps": full["steps"].chunk(groups)[group].clone(),
-                "prev_done": full["prev_done"].chunk(groups)[group].clone(), "rng": [full["rng"][group]]}
+                "prev_done": full["prev_done"].chunk(groups)[group].clone(), "rng": [full["rng"][group]], "kind": kind}
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
-        if len(states) == 1:
-            self.task.set_state(states[0])
-            return
+        """Continue from one :meth:`get_state` per group. Physical state, step counters and
+        pending resets move to this device whatever saved them (numpy envs included); a
+        generator state saved on another kind of device (or by numpy) cannot, and is replaced
+        by a re-seeded stream (one warning). Generator states are read as CPU byte tensors."""
+        kind = f"torch:{self.device.type}"
+        states = [self._own(s, kind) for s in states]
         self.task.set_state({"state": torch.cat([s["state"] for s in states], dim=1),
-                             "steps": torch.cat([s["steps"] for s in states]),
-                             "prev_done": torch.cat([s["prev_done"] for s in states]),
-                             "rng": [s["rng"][0] for s in states]})
+                             "steps": torch.cat([torch.as_tensor(s["steps"]).cpu() for s in states]),
+                             "prev_done": torch.cat([torch.as_tensor(s["prev_done"]).cpu() for s in states]),
+                             "rng": [s["rng"] for s in states]})
+
+    def _own(self, state: dict[str, Any], kind: str) -> dict[str, Any]:
+        """One group's saved state as this task takes it: its rng one CPU byte tensor."""
+        saved = state.get("kind", kind)
+        if saved == kind:
+            rng = state["rng"][0] if isinstance(state["rng"], list) else state["rng"]
+            return {**state, "rng": torch.as_tensor(rng, device="cpu")}
+        _moved(kind, saved)
+        generator = torch.Generator(device=self.device).manual_seed(_restream_seed(state))
+        return {**state, "rng": generator.get_state()}
 
     def close(self) -> None:
         pass

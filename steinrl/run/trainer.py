@@ -150,7 +150,10 @@ class Trainer:
         """Load the checkpoint(s) written by :meth:`save` (one per seed; without unpickling
         objects) and return this trainer: ``t = steinrl.Trainer(cfg).restore(path)``."""
         paths = [path] if isinstance(path, (str, Path)) else list(path)
-        states = [load_checkpoint(p, map_location=self.config.device) for p in paths]
+        # Read to the CPU: each part moves what belongs on the device itself (parameters and
+        # optimizer moments into its own tensors; generator states stay the CPU byte tensors
+        # torch.Generator.set_state needs; Adam's step count stays a CPU scalar).
+        states = [load_checkpoint(p, map_location="cpu") for p in paths]
         self.load_state_dict(states, ", ".join(str(p) for p in paths))
         return self
 
