@@ -165,3 +165,16 @@ def test_compare_user_errors_are_one_line(tmp_path, monkeypatch, capsys, args, m
 def test_compare_without_runs_is_an_error(tmp_path, capsys):
     assert run_cli(steinrl_main, ["compare", str(tmp_path)]) == 2
     assert "no trained runs" in capsys.readouterr().err
+
+
+def test_an_sb3_run_is_not_an_ensemble(two_runs, capsys):
+    """steinrl evaluate and EnsembleSB3Policy.from_run refuse an SB3 run in one line, naming steinrl compare."""
+    from steinrl.errors import ConfigError
+
+    run = two_runs / "Pendulum-v1" / "sb3-ppo" / "r"
+    assert run_cli(steinrl_main, ["evaluate", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "sb3-ppo runs have one policy, not particles: score them with steinrl compare RUN" in err
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(ConfigError, match="is a sb3-ppo run: it has no particle ensemble"):
+        EnsembleSB3Policy.from_run(run)

@@ -193,10 +193,19 @@ class SB3PPOJob:
         self.cfg, self.seeds = cfg, seeds
         self.runs = [_SeedRun(cfg if s == cfg.seed else cfg.replace({"seed": s}), self.num_steps) for s in seeds]
 
+    @staticmethod
+    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+        """Seeds trained together need nothing pinned: each has its own model (``cfg`` as is)."""
+        return cfg
+
     @property
     def num_steps(self) -> int:
         """Iterations: ``timesteps`` in whole rollouts of ``n_steps * n_envs`` env steps."""
         return math.ceil(self.cfg.sb3.timesteps / (self.cfg.sb3.n_steps * self.cfg.sb3.n_envs))
+
+    def done(self, iteration: int) -> bool:
+        """``sb3.timesteps`` reached (in whole rollouts) after ``iteration`` iterations."""
+        return iteration >= self.num_steps
 
     def step(self, iteration: int, hooks: Any = None) -> list[dict[str, float]]:
         """One rollout and one PPO update of every seed (one after the other); each seed's scalars."""

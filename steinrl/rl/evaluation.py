@@ -120,7 +120,14 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
 
 def evaluate(cfg: Any, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
              seed: int = 0) -> dict[str, Any]:
-    """Scores of every particle and of the ensemble (sampled particle, mean action)."""
+    """Scores of every particle and of the ensemble (sampled particle, mean action).
+
+    :raises ConfigError: ``policy`` is not a particle ensemble (an SB3 run's policy: ``steinrl
+        compare`` scores those, with steinrl's ensembles, by SB3's evaluate_policy).
+    """
+    if not isinstance(policy, EnsemblePolicy):
+        raise ConfigError(f"{cfg.algo} runs have one policy, not particles: score them with steinrl compare RUN "
+                          "(SB3's evaluate_policy, side by side with steinrl's runs)")
     if episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
     per = run_episodes(cfg, policy, episodes, mode="per-particle", deterministic=deterministic, seed=seed)

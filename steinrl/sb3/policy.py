@@ -32,6 +32,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import Tensor
 
+from steinrl.errors import ConfigError
 from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.run.config import Config, resolve
@@ -132,6 +133,9 @@ class EnsembleSB3Policy(BasePolicy):
         from steinrl.run.load import load_run
 
         cfg, ensemble, _ = load_run(run_dir_or_checkpoint, device=device)
+        if not isinstance(ensemble, EnsemblePolicy):
+            raise ConfigError(f"{run_dir_or_checkpoint} is a {cfg.algo} run: it has no particle ensemble "
+                              "(steinrl.run.load.load_run returns its policy)")
         env = envs.make(cfg.env)
         observation_space, action_space = env.observation_space, env.action_space
         env.close()
