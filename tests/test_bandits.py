@@ -38,6 +38,48 @@ def test_every_bandit_agent_plays(algo, env):
     assert last["bandit/cumulative_regret"] == pytest.approx((best - job.stream.expected_rewards[rounds, job.arms]).sum())
 
 
+LEARN = {"rounds": 400, "protocol.refit_steps": 10}
+LEARN_SEEDS = (0, 1)
+VARIATIONAL_AGENTS = ("bbb-ts", "badam-ts", "kflow-ts", "rdp-ts")
+
+
+def _regret_of_arms(job, rounds):
+    """Σ_t max_a E[r | x_t, a] − E[r | x_t, a_t] of the arms the job played, and of the best fixed arm."""
+    expected = job.stream.expected_rewards[:rounds]
+    gap = expected.max(1, keepdims=True) - expected  # (rounds, k)
+    return float(gap[np.arange(rounds), job.arms[:rounds]].sum()), float(gap.sum(0).min())
+
+
+@pytest.mark.parametrize("algo", [a for a in BanditJob.algorithm_names() if a != "uniform"])
+def test_every_learning_agent_beats_the_best_fixed_arm_on_a_linear_bandit(algo):
+    """Linear bandit (10-d contexts, 8 arms), 400 rounds, 10-step refits every 25 rounds, seeds
+    0 and 1: the mean regret, recomputed from the arms played, is below 0.8 x the best fixed
+    arm's (in hindsight, from the task's expected rewards; uniform play is worse still). The
+    variational agents use Showdown's [50] network here (their [100, 100] learns slower in
+    such short refits). Measured ratios: linfullpost 0.33, the Stein agents 0.37-0.47, kflow
+    0.42, bbb and egreedy 0.52, greedy 0.55, rdp 0.57, neurallinear 0.66; badam-ts, the slowest
+    learner, 0.76, so its bound is 0.9."""
+    extra = {"model.hidden": [50]} if algo in VARIATIONAL_AGENTS else {}
+    regret, best_arm = [], []
+    for seed in LEARN_SEEDS:
+        trainer, _ = play(algo, "Linear", **LEARN, **extra, seed=seed)
+        r, b = _regret_of_arms(trainer.job, LEARN["rounds"])
+        regret.append(r)
+        best_arm.append(b)
+    bound = 0.9 if algo == "badam-ts" else 0.8
+    assert np.mean(regret) < bound * np.mean(best_arm), (regret, best_arm)
+
+
+def test_uniform_play_has_uniforms_expected_regret():
+    """The uniform agent's regret over 400 rounds is within 4 sd of its expectation
+    Σ_t (max_a E − mean_a E), sd from the per-round variance of the gap under a uniform arm."""
+    trainer, _ = play("uniform", "Linear", **LEARN, seed=0)
+    expected = trainer.job.stream.expected_rewards[:400]
+    gap = expected.max(1, keepdims=True) - expected
+    regret, _ = _regret_of_arms(trainer.job, 400)
+    assert abs(regret - gap.mean(1).sum()) < 4.0 * np.sqrt(gap.var(1).sum()), (regret, gap.mean(1).sum())
+
+
 def test_stein_ts_with_a_linear_model_beats_uniform_on_a_linear_bandit():
     settings = {"rounds": 400, "protocol.refit_every": 20, "protocol.refit_steps": 30, "protocol.minibatch": 64,
                 "protocol.optimizer": "adam", "protocol.lr": 0.05, "protocol.lr_decay": 0.0, "task.noise_std": 0.1,
