@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -91,15 +93,36 @@ def resolve_env_id(name: str) -> str:
     )
 
 
+def _raised_in(exc: BaseException, packages: tuple[str, ...]) -> bool:
+    """True if ``exc``'s traceback passes through one of ``packages`` (site-packages folders)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        parts = Path(tb.tb_frame.f_code.co_filename).parts
+        if any(p in parts for p in packages):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 @contextlib.contextmanager
 def _missing_dependency(env_id: str) -> Iterator[None]:
-    """An env whose simulator is not installed (MuJoCo, Box2D, ...) raises one clear ConfigError."""
+    """An env whose simulator is not installed (MuJoCo, Box2D, ...), or whose MuJoCo cannot load
+    the OpenGL backend ``MUJOCO_GL`` names (MuJoCo loads it on import), raises one clear ConfigError."""
     try:
         yield
     except gym.error.DependencyNotInstalled as exc:
         extra = ' (pip install "steinrl[mujoco]")' if "mujoco" in str(exc).lower() else ""
         raise ConfigError(f"{env_id} needs a simulator that is not installed{extra}: "
                           f"{' '.join(str(exc).split())}") from None
+    except Exception as exc:
+        gl = os.environ.get("MUJOCO_GL")
+        if not gl or not _raised_in(exc, ("mujoco", "OpenGL")):
+            raise
+        from .rendering import GL_HINT
+
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ConfigError(f"{env_id}: MuJoCo cannot load the OpenGL backend MUJOCO_GL={gl} ({why}); "
+                          f"{GL_HINT}") from None
 
 
 #: ``vectorization_mode`` values of :func:`make_vec` besides Gymnasium's own.

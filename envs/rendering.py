@@ -1,4 +1,5 @@
-"""Tiny numpy rasteriser for the ``rgb_array`` render mode (no pygame, no Box2D).
+"""Tiny numpy rasteriser for the ``rgb_array`` render mode (no pygame, no Box2D), and the
+choice of MuJoCo's OpenGL backend where there is no display (:func:`choose_mujoco_gl`).
 
 Frames are ``(H, W, 3)`` uint8 arrays. World coordinates are metres with y up; a
 :class:`Canvas` maps them to pixels (row 0 at the top).
@@ -6,9 +7,16 @@ Frames are ``(H, W, 3)`` uint8 arrays. World coordinates are metres with y up; a
 
 from __future__ import annotations
 
+import ctypes.util
 import math
+import os
+import sys
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
+
+from steinrl.errors import ConfigError
 
 Color = tuple[int, int, int]
 
@@ -134,3 +142,47 @@ def render_double_pendulum(
     canvas.disc((0.0, 0.0), 0.06, JOINT)
     canvas.disc(elbow, 0.06, JOINT)
     return canvas.image
+
+
+# --- MuJoCo's OpenGL backend -------------------------------------------------------------
+#: MuJoCo's headless OpenGL backends in order of preference: (``MUJOCO_GL`` value, library).
+HEADLESS_GL: tuple[tuple[str, str], ...] = (("egl", "EGL"), ("osmesa", "OSMesa"))
+
+#: What to do where MuJoCo cannot render (one line, for ``error: ...``).
+GL_HINT = ("set MUJOCO_GL=egl (needs libEGL, e.g. apt install libegl1) or MUJOCO_GL=osmesa (needs libOSMesa, "
+           "e.g. apt install libosmesa6), or run under a display (e.g. xvfb-run)")
+
+
+def choose_mujoco_gl(environ: Mapping[str, str] | None = None, platform: str | None = None,
+                     find_library: Callable[[str], str | None] = ctypes.util.find_library) -> str | None:
+    """The ``MUJOCO_GL`` backend MuJoCo should render with here.
+
+    The user's own ``MUJOCO_GL`` wins; where a display exists (any platform but Linux, or
+    ``DISPLAY`` / ``WAYLAND_DISPLAY`` set) None, MuJoCo's default (GLFW); otherwise the first
+    of EGL and OSMesa whose library is installed (only the one ``PYOPENGL_PLATFORM`` names,
+    where it is set).
+
+    :raises ConfigError: no display and neither library (the message names ``MUJOCO_GL``).
+    """
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    if environ.get("MUJOCO_GL"):
+        return environ["MUJOCO_GL"]
+    if not platform.startswith("linux") or environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    forced = environ.get("PYOPENGL_PLATFORM", "").lower()
+    for backend, library in HEADLESS_GL:
+        if (not forced or forced == backend) and find_library(library):
+            return backend
+    raise ConfigError(f"MuJoCo cannot render here: there is no display and no headless OpenGL library "
+                      f"(EGL or OSMesa{f' for PYOPENGL_PLATFORM={forced}' if forced else ''}); {GL_HINT}")
+
+
+def use_headless_gl(environ: MutableMapping[str, str] | None = None, **choose: Any) -> str | None:
+    """Set ``MUJOCO_GL`` to :func:`choose_mujoco_gl`'s choice (``choose``: its keyword
+    arguments) before MuJoCo's first render, and return it (None: MuJoCo's default)."""
+    environ = os.environ if environ is None else environ
+    backend = choose_mujoco_gl(environ, **choose)
+    if backend is not None:
+        environ["MUJOCO_GL"] = backend
+    return backend

@@ -22,6 +22,13 @@ from steinrl import envs
 from steinrl.errors import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """MuJoCo writes its warnings (Ant's XML: 'settotalmass is deprecated') to MUJOCO_LOG.TXT
+    in the working directory: keep it out of the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.mark.parametrize("env_id", ENVPOOL_TASKS)
 def test_spaces_limits_and_autoreset_mode_are_gymnasiums(env_id):
     ref = gym.make(env_id)

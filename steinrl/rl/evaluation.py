@@ -11,6 +11,8 @@ Each is deterministic (a particle's mean action / arg-max) or stochastic (its sa
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -159,20 +161,63 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _video_env(cfg: Any, seed: int) -> tuple[Any, Any, np.ndarray]:
+    """The env of a video reset with ``seed``, its first observation and first frame
+    (``(H, W, 3)`` uint8). A MuJoCo task without a display renders through EGL or OSMesa,
+    whichever is installed (:func:`steinrl.envs.rendering.use_headless_gl`).
+
+    :raises ConfigError: MuJoCo cannot render here (one line naming ``MUJOCO_GL``).
+    """
+    from steinrl.envs.rendering import GL_HINT, use_headless_gl
+
+    env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.rollout.horizon)
+    mujoco = hasattr(env.unwrapped, "mujoco_renderer")
+    try:
+        backend = use_headless_gl() if mujoco else None
+    except ConfigError:
+        env.close()
+        raise
+    obs, _ = env.reset(seed=seed)
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # GLFW warns (no DISPLAY, ...) before it fails
+            warnings.simplefilter("always")
+            frame = env.render()
+    except Exception as exc:  # MuJoCo's GL failures come as FatalError, RuntimeError, ImportError, ...
+        with contextlib.suppress(Exception):
+            env.close()
+        if not mujoco:
+            raise
+        notes = [f"{w.category.__name__}: {w.message}" for w in caught[:1]] + [f"{type(exc).__name__}: {exc}"]
+        why = " ".join("; ".join(notes).split())
+        raise ConfigError(f"cannot render {cfg.env} with MUJOCO_GL={backend or 'glfw'} ({why[:300]}); "
+                          f"{GL_HINT}") from None
+    for w in caught:  # a render that worked keeps its warnings
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return env, obs, frame
+
+
+def check_video(cfg: Any) -> None:
+    """Render one frame of ``cfg.env`` as :func:`record_video` would (a failing renderer stops
+    here, before anything is written). :raises ConfigError: as :func:`record_video`."""
+    env, _, _ = _video_env(cfg, 0)
+    env.close()
+
+
 def record_video(cfg: Any, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
                  particle: int = 0, seed: int = 0, fps: int | None = None) -> int:
     """Record one deterministic episode to ``out`` (.gif via Pillow; .mp4 via imageio[ffmpeg]).
+    A MuJoCo task without a display renders through EGL or OSMesa (see :func:`_video_env`).
 
     :param mode: ``best`` (particle ``particle``), ``sample`` or ``mean``.
     :return: the number of frames written.
+    :raises ConfigError: MuJoCo cannot render here, or the video format cannot be written.
     """
     out = Path(out)
-    env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.rollout.horizon)
+    env, obs, frame = _video_env(cfg, seed)
     actor = EnsembleActor(policy, mode="particle" if mode == "best" else mode, particle=particle, seed=seed)
     actor.reset(batch_size=1)
     device = next(policy.parameters()).device
-    obs, _ = env.reset(seed=seed)
-    frames = [env.render()]
+    frames = [frame]
     done = False
     while not done:
         a = actor.act(torch.as_tensor(obs, dtype=torch.float32, device=device).unsqueeze(0))[0].cpu().numpy()

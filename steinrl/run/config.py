@@ -11,6 +11,8 @@ estimator's ``gae_lambda``, ...), so there is no hand-copied list to drift;
 Resolution order (later wins):
 
 1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
+   ``rollout.horizon`` defaults to the task's registered Gymnasium time limit
+   (:func:`registered_horizon`: Hopper-v5 1000, Pendulum-v1 200, steinrl's tasks 500);
 2. ``configs/<env>.yaml`` if it exists (shipped with the package as ``steinrl.configs``);
 3. ``configs/presets/<preset>.yaml`` if a preset is named (these two serve a family of
    algorithms and tasks: their keys an algorithm does not have are skipped);
@@ -221,6 +223,19 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
     return section, options[key]
 
 
+def registered_horizon(env: str, default: int) -> int:
+    """The time limit ``env`` is registered with in Gymnasium (Hopper-v5: 1000, Pendulum-v1:
+    200, steinrl's tasks: 500), or ``default`` for an id registered without one. An RL
+    config whose layers leave ``rollout.horizon`` unset takes it, so that a Gymnasium task
+    trains on its own episode length."""
+    import gymnasium as gym
+
+    from steinrl.envs import resolve_env_id
+
+    limit = gym.spec(resolve_env_id(env)).max_episode_steps
+    return int(limit) if limit is not None and limit > 0 else default
+
+
 def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...] = ()) -> Config:
     """Merge config layers ``(raw mapping, where it came from)`` in order and validate them.
 
@@ -235,6 +250,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
     sections = schema(coerce(TRAINER_OPTIONS[0], algo, "algo", "the config"),
                       {k: v for k, v in chosen.items() if isinstance(v, str)})
     values: dict[str, dict[str, Any]] = {s: {o.name: o.default for o in opts} for s, opts in sections.items()}
+    assigned: set[tuple[str, str]] = set()  # (section, key) set by some layer
     for items, where in flat:
         for path, value in items:
             if where in shared:
@@ -246,7 +262,10 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
                 section, option = _locate(path, sections, where)
             key = f"{section}.{option.name}" if section else option.name
             values[section][option.name] = coerce(option, value, key, where)
+            assigned.add((section, option.name))
     check_algo_env(values[""]["algo"], values[""]["env"])
+    if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
+        values["rollout"]["horizon"] = registered_horizon(values[""]["env"], values["rollout"]["horizon"])
     return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
 
 
