@@ -65,7 +65,12 @@ STREAM_BLOCK = 1000
 
 def draw_stream(task: Any, rounds: int, seed: int) -> Any:
     """The ``rounds`` rounds of a run with ``seed``: whole blocks of :data:`STREAM_BLOCK`
-    rounds (block b from ``default_rng([seed, 0xBA, b])``), cut to ``rounds``."""
+    rounds (block b from ``default_rng([seed, 0xBA, b])``), cut to ``rounds``. A task that
+    draws its rounds as one pass over its data (``one_pass``: classification without
+    replacement) draws all ``rounds`` at once from ``default_rng([seed, 0xBA])`` (one
+    permutation: its first n rounds do not depend on ``rounds`` either)."""
+    if getattr(task, "one_pass", False):
+        return task.sample(rounds, np.random.default_rng([seed, 0xBA]))
     blocks = [task.sample(STREAM_BLOCK, np.random.default_rng([seed, 0xBA, b]))
               for b in range(math.ceil(rounds / STREAM_BLOCK))]
     return type(blocks[0])(**{f.name: np.concatenate([getattr(b, f.name) for b in blocks])[:rounds]

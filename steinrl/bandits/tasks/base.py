@@ -75,6 +75,9 @@ class BanditTask:
     context_dim: int
     #: (low, high) bound of every context coordinate (the Gymnasium observation space's).
     context_bounds: ClassVar[tuple[float, float]] = (-np.inf, np.inf)
+    #: True: the rounds are one pass over a finite data set (no row twice), so a run draws
+    #: all its rounds in one :meth:`sample` call rather than in independent blocks.
+    one_pass: bool = False
 
     @classmethod
     def from_options(cls, **options: Any) -> "BanditTask":

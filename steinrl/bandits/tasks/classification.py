@@ -134,6 +134,7 @@ class Classification(BanditTask):
         scale[scale == 0] = 1.0
         self.standardised_features = ((features - features.mean(axis=0)) / scale).astype(np.float32)  # N d
         self.path, self.target_column, self.replace = None, -1, replace
+        self.one_pass = not replace
         self.num_arms, self.context_dim = len(self.classes), features.shape[1]
 
     @classmethod
