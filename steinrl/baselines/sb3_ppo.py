@@ -9,9 +9,10 @@ the same tasks (:func:`steinrl.envs.make`, each env in SB3's ``Monitor``; VecNor
 
 Scalars, named like the RL job's: ``rollout/ep_rew_mean`` and ``rollout/ep_len_mean`` over
 the episodes that ended in this rollout (as steinrl's batch means; SB3's own 100-episode
-window is ``rollout/ep_rew_mean_100``), ``rollout/episodes``, ``rollout/ep_rew_max_particle``
-(one policy: equal to ``ep_rew_mean``, so curves of both kinds share a key), SB3's
-``train/...`` values, and ``time/fps``, ``time/iteration_seconds``, ``time/total_env_steps``.
+window is ``rollout/ep_rew_mean_100``), ``rollout/episodes``, the headline
+``rollout/ep_rew_max_particle`` (the best particle's mean: for one policy, equal to
+``ep_rew_mean``, so sweeps and plots show both kinds on one key), SB3's ``train/...``
+values, and ``time/fps``, ``time/iteration_seconds``, ``time/total_env_steps``.
 
 Checkpoints hold tensors and plain data only (``torch.load(weights_only=True)``): the policy
 and optimizer state dicts, the VecNormalize statistics, the step and update counters and
@@ -122,7 +123,9 @@ class SB3PPOJob:
     :param seeds: unused beyond ``[cfg.seed]`` (one seed per job).
     """
 
-    headline_metric = "rollout/ep_rew_mean"
+    #: the RL job's headline (the best particle's mean return over the batch's episodes): for
+    #: one policy, its mean return, so sweeps and plots put both kinds on one key
+    headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
     options: tuple[Option, ...] = (
