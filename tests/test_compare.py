@@ -178,3 +178,29 @@ def test_an_sb3_run_is_not_an_ensemble(two_runs, capsys):
     assert len(err.strip().splitlines()) == 1
     with pytest.raises(ConfigError, match="is a sb3-ppo run: it has no particle ensemble"):
         EnsembleSB3Policy.from_run(run)
+
+
+def test_a_sweep_trial_directory_is_found_and_scored(tmp_path):
+    """A Ray trial directory (params.json, result.json, checkpoint_NNNNNN/checkpoint.pt) is a run:
+    its latest checkpoint is scored, its rows are result.json's (a resumed iteration once) and
+    its grid values are named."""
+    import json
+
+    from steinrl.run.trainer import Trainer
+    from steinrl.sb3.compare import compare_runs
+
+    cfg = load_config("sb3-ppo", "Pendulum-v1", {"sb3.timesteps": 128, "sb3.n_steps": 64, "sb3.horizon": 20})
+    trainer = Trainer(cfg)
+    trial = tmp_path / "out" / "ray" / "spec" / "sb3-ppo_Pendulum-v1_seed0_abc_00000"
+    reports = []
+    for k in (0, 1):
+        reports.append({"training_iteration": k + 1, **trainer.step()})
+        trainer.save(trial / f"checkpoint_00000{k}" / "checkpoint.pt")
+    reports.insert(1, {**reports[0], "time/iteration_seconds": 99.0})  # reported twice (a resume): the last counts
+    (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in reports))
+    (trial / "params.json").write_text(json.dumps({"trial": {"algo": "sb3-ppo", "params": {"sb3.gamma": 0.99}}}))
+    (rows,) = compare_runs([tmp_path / "out"], episodes=1)
+    assert rows["run"] == str(trial) and rows["params"] == "sb3.gamma=0.99" and rows["iterations"] == 2
+    assert rows["total_env_steps"] == 128
+    assert rows["wall_s"] == pytest.approx(99.0 + reports[2]["time/iteration_seconds"])
+    trainer.close()
