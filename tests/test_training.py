@@ -56,6 +56,66 @@ def test_particles_move_and_svgd_differs_from_independent():
     assert not torch.allclose(params["svgd-reinforce"], params["independent-reinforce"])
 
 
+def _mean_return(act, episodes=3, seed=1000):
+    """Mean undiscounted return of ``act(obs) -> action`` on Gymnasium's ``steinrl/Cartpole-v0``,
+    stepped here one env at a time (not by the training rollout)."""
+    import gymnasium as gym
+
+    import steinrl.envs  # noqa: F401  (registers the ids)
+
+    env = gym.make("steinrl/Cartpole-v0")
+    totals = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        totals.append(total)
+    env.close()
+    return float(np.mean(totals))
+
+
+def _ensemble_return(policy):
+    """Mean return of the particles' mean actions, each particle as a plain ``nn.Sequential``."""
+    returns = []
+    for i in range(policy.net.num_particles):
+        module = policy.net.particle_module(i)
+
+        def act(obs, module=module):
+            with torch.no_grad():
+                return np.clip(module(torch.as_tensor(obs, dtype=torch.float32)).numpy(), -1.0, 1.0)
+
+        returns.append(_mean_return(act))
+    return float(np.mean(returns))
+
+
+@pytest.mark.parametrize("algo,extra", [
+    ("svgd-reinforce", {"update.lr": 0.02}),
+    ("svgd-a2c", {"update.lr": 0.02}),
+    ("svgd-ppo", {}),
+    ("s2vgd-ppo", {"update.lr": 0.02}),
+])
+def test_training_learns_to_balance_the_cartpole(algo, extra):
+    """Cartpole, 4 particles, batches of 400 steps, 15 iterations, seed 0: the particles' mean
+    actions, run on fresh episodes by a plain Gymnasium loop, return over 2.5 x both what the
+    same particles returned before training and what uniformly random actions return (73).
+    Measured: svgd-reinforce 621, svgd-a2c 522, svgd-ppo 929, s2vgd-ppo 427, against 137
+    (svgd) and 114 (s2vgd) before training."""
+    cfg = load_config(algo, "Cartpole", {"particles": 4, "envs_per_particle": 4, "batch_size": 400, "iterations": 15,
+                                         "seed": 0, "run.progress": False, "run.tensorboard": False, **extra})
+    assert not cfg.policy.normalize_obs  # the plain modules see raw observations, as the policy does
+    trainer = steinrl.Trainer(cfg)
+    before = _ensemble_return(trainer.job.agent.policy)
+    rng = np.random.default_rng(0)
+    uniform = _mean_return(lambda obs: rng.uniform(-1.0, 1.0, size=1).astype(np.float32), episodes=10)
+    while not trainer.done:
+        trainer.step()
+    after = _ensemble_return(trainer.job.agent.policy)
+    assert after > 2.5 * max(before, uniform), (after, before, uniform)
+
+
 def test_same_seed_same_numbers():
     _, a = run(tiny_config(iterations=3), 3)
     _, b = run(tiny_config(iterations=3), 3)
