@@ -210,8 +210,10 @@ def read_archive(path: Path) -> tuple[dict[str, str], dict[tuple, list[dict]]]:
         header = json.loads(first.removeprefix("# "))
     except json.JSONDecodeError:
         header = {}
-    if not isinstance(header, dict) or not rows or set(ARCHIVE_COLUMNS) - set(rows[0]) or not {"env", "protocol", "seeds", "agents"} <= set(header):
-        raise ConfigError(f"--from {path}: not an archive of benchmarks/bandits.py (columns {', '.join(ARCHIVE_COLUMNS)})")
+    needed = {"env", "protocol", "seeds", "agents", "command"}
+    if not isinstance(header, dict) or not rows or set(ARCHIVE_COLUMNS) - set(rows[0]) or not needed <= set(header):
+        raise ConfigError(f"--from {path}: not an archive of benchmarks/bandits.py "
+                          f"(columns {', '.join(ARCHIVE_COLUMNS)})")
     results: dict[tuple, dict[int, dict]] = {}
     for r in rows:
         runs = results.setdefault((float(r["delta"]) if r["delta"] else None, r["agent"]), {})

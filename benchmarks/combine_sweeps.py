@@ -36,8 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli import run_cli  # noqa: E402
-from steinrl.run.sweep_report import (  # noqa: E402
-    plot_curves, read_results_csv, write_outputs, write_results_csv, write_summary)
+from steinrl.run.sweep_report import plot_curves, read_results_csv, write_outputs, write_results_csv, write_summary  # noqa: E402
 
 
 def parse_source(text: str) -> tuple[Path, dict]:

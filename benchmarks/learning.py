@@ -3,7 +3,8 @@
 
     python benchmarks/learning.py                                  # 3 tasks x 5 algos x 3 seeds
     python benchmarks/learning.py --env CartpoleSwingUp --algo s2vgd-a2c --seeds 3
-    python benchmarks/learning.py --env CartpoleSwingUp --algo s2vgd-a2c --tag svpg-net --set "policy.hidden=[100,50,25]"
+    python benchmarks/learning.py --env CartpoleSwingUp --algo s2vgd-a2c --tag svpg-net \
+        --set "policy.hidden=[100,50,25]"
 
 The flags become a sweep spec (``<out>/learning.yaml``) that runs on Ray Tune like any
 ``steinrl sweep configs/sweeps/<study>.yaml`` (see docs/sweeps.md; ``pip install

@@ -255,7 +255,7 @@ def fit_damping_laws(n: int) -> dict[str, tuple[float, float, float]]:
 
     fits = {}
     for name, law in DAMPING_LAWS.items():
-        res = minimize_scalar(lambda b: float((errors(b, law) ** 2).sum()), bounds=(0.0, LAW_BOUNDS[name]),
+        res = minimize_scalar(lambda b, law=law: float((errors(b, law) ** 2).sum()), bounds=(0.0, LAW_BOUNDS[name]),
                               method="bounded", options={"xatol": 1e-8})
         err = np.abs(errors(res.x, law))
         fits[name] = (float(res.x), float(res.fun), float(err[:, [0, 3]].max()))
@@ -333,7 +333,8 @@ def main() -> None:
     worst = max(abs(c["damped"][i] - c["box2d"][i]) for c in curves.values() for i in at)
     swing, up = curves["swinging"], curves["swingup"]
     summary = (f"rllab_box2d thetadot_err_median={t['thetadot_err_median_ours']:.2e} "
-               f"quirk_angle_jump_mean={t['quirk_angle_jump_mean']:.3f} quirk_near_upright={t['quirk_near_upright']:.3f} "
+               f"quirk_angle_jump_mean={t['quirk_angle_jump_mean']:.3f} "
+               f"quirk_near_upright={t['quirk_near_upright']:.3f} "
                f"energy_left_5s_ours={swing['ours'][at[1]]:.2f} energy_left_5s_box2d={swing['box2d'][at[1]]:.2f} "
                f"thetadot_err_median_traj_ours={t['thetadot_err_median_traj_ours']:.2e} "
                f"thetadot_err_median_traj_damped={t['thetadot_err_median_traj_damped']:.2e} "

@@ -61,9 +61,9 @@ def restored_at(out: Path) -> dict[str, int]:
 def table(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
     """results.csv as (algo, seed, iteration) -> the columns that do not measure time."""
     with open(out / "results.csv") as f:
-        return {(r["algo"], r["seed"], r["iteration"]): {k: v for k, v in r.items()
-                                                          if not k.startswith("time/") and k not in ("wall_s", "trial_id")}
-                for r in csv.DictReader(f)}
+        return {(r["algo"], r["seed"], r["iteration"]): {
+            k: v for k, v in r.items() if not k.startswith("time/") and k not in ("wall_s", "trial_id")}
+            for r in csv.DictReader(f)}
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ line and column) or an out-of-range count is one line ``error: ...``, exit 2.
 from __future__ import annotations
 
 import math
-import re
 import shlex
 import sys
 import time
@@ -38,8 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from steinrl.bayes.regression import (PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor,  # noqa: E402
-                                      load_uci, split_indices)
+from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
 

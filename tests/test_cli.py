@@ -7,8 +7,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_script
+
 from steinrl.run.cli import run_cli, train_main
 
 TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
@@ -119,10 +119,10 @@ def test_ctrl_c_saves_and_resume_finishes(tmp_path):
     state = torch.load(run / "checkpoint.pt", weights_only=True)
     done = state["iteration"]
     assert done >= 2
-    assert sum(1 for _ in open(metrics)) == done
+    assert metrics.read_text().count("\n") == done
     proc = run_script("train.py", "--resume", str(run), "--iterations", str(done + 2), "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    assert sum(1 for _ in open(metrics)) == done + 2
+    assert metrics.read_text().count("\n") == done + 2
 
 
 def test_find_runs_follows_symlinked_run_directories(tmp_path):

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import stats
 
-from conftest import ROOT
 from steinrl.errors import ConfigError
 from steinrl.run import sweep
-from steinrl.run.sweep_report import (TrialRun, group_stats, mean_ci, read_results_csv, student_t_quantile,
-                                     write_outputs)
+from steinrl.run.sweep_report import TrialRun, group_stats, mean_ci, read_results_csv, student_t_quantile, write_outputs
 
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
 TINY = {"particles": 2, "rollout.batch_size": 50, "rollout.envs_per_particle": 2, "rollout.horizon": 50,
@@ -195,7 +194,7 @@ def test_outputs_from_trial_results(tmp_path):
                       for k in (1, 2, 3)], 2.0 + seed)
             for i, (algo, seed) in enumerate([("svgd-a2c", 0), ("svgd-a2c", 1), ("s2vgd-a2c", 0)])]
     write_outputs(runs, tmp_path, "steinrl sweep x.yaml --out o", ["Trials: 3."])
-    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    rows = list(csv.DictReader((tmp_path / "results.csv").read_text().splitlines()))
     assert len(rows) == 9 and list(rows[0])[:7] == ["trial_id", "algo", "env", "seed", "temperature", "iteration",
                                                     "rollout/ep_rew_max_particle"]
     summary = (tmp_path / "summary.md").read_text()
@@ -261,7 +260,7 @@ def test_smoke_sweep_end_to_end(tmp_path):
         sys.executable, "-c", "from steinrl.run.cli import main; main()", "sweep", str(SMOKE), "--out", str(out)]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = list(csv.DictReader(open(out / "results.csv")))
+    rows = list(csv.DictReader((out / "results.csv").read_text().splitlines()))
     assert len(rows) == 2 * 2 * 3 and {r["iteration"] for r in rows} == {"1", "2", "3"}
     assert {(r["algo"], r["seed"]) for r in rows} == {(a, s) for a in ("svgd-a2c", "s2vgd-a2c") for s in "01"}
     summary = (out / "summary.md").read_text()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, output_file

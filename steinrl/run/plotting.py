@@ -239,8 +239,8 @@ def plot_runs(paths: Sequence[str | Path], out: str | Path, key: str | None = No
             lengths = sorted({len(c) for c in g.seeds.values()})
             if len(lengths) > 1:
                 unit = "iterations" if g.x_name == "iteration" else "points"
-                print(f"warning: {g.label} on {env}: curves have unequal lengths ({lengths[0]} to {lengths[-1]} {unit}); "
-                      "each point is averaged over the seeds that reached it", file=sys.stderr)
+                print(f"warning: {g.label} on {env}: curves have unequal lengths ({lengths[0]} to {lengths[-1]} "
+                      f"{unit}); each point is averaged over the seeds that reached it", file=sys.stderr)
             values = [[c[x] for c in g.seeds.values() if x in c] for x in xs]
             mean, std = np.array([np.mean(v) for v in values]), np.array([np.std(v) for v in values])
             curves.append(Curve(f"{g.label} (n={len(g.seeds)})", xs, mean, mean - std, mean + std))

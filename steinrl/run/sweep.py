@@ -20,9 +20,10 @@ import math
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, input_path, output_dir
@@ -55,12 +56,6 @@ def _need(ok: Any, where: str, field: str, what: str, got: Any) -> None:
 
 def _is_int(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-def _int(raw: dict, field: str, where: str, minimum: int, default: int | None = None) -> int | None:
-    value = raw.get(field, default)
-    _need(value is None or _is_int(value, minimum), where, field, f"an integer >= {minimum}", value)
-    return value
 
 
 def _keys(value: Any, field: str, where: str) -> dict[str, Any]:
@@ -172,7 +167,7 @@ def load_spec(path: str | Path) -> Spec:
     _need(set(resources) <= {"cpu", "gpu"} and all(isinstance(v, (int, float)) and v >= 0 for v in resources.values())
           and resources["cpu"] > 0, where, "resources", "{cpu: N > 0, gpu: N >= 0} per trial", raw.get("resources"))
     for field in ("iterations", "rounds", "num_cpus", "max_concurrent", "checkpoint_every"):
-        _int(raw, field, where, 1)
+        _need(raw.get(field) is None or _is_int(raw[field], 1), where, field, "an integer >= 1", raw.get(field))
         _need(raw.get(field) is None or field not in ("iterations", "rounds")
               or any(field in {o.name for o in job.options} for job in jobs.values()),
               where, field, f"a setting of one of algos ({', '.join(jobs)})", raw.get(field))

@@ -267,7 +267,8 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
              "Per group: the number of seeds n; the seed mean ± the half width of its 95 % confidence interval "
              "(Student t, n − 1 degrees of freedom) of each trial's PEAK (best value over its iterations: the "
              "largest return, the smallest regret) and FINAL headline value; *mean-curve peak*: the best value of the "
-             "seed-mean curve (the SVPG code's and round 1's metric: at most the mean of the peaks); *reaches 95 %*: the first iteration "
+             "seed-mean curve (the SVPG code's and round 1's metric: at most the mean of the peaks); *reaches 95 %*: "
+             "the first iteration "
              "(bandits: round) at which the seed-mean curve is within 5 % of its rise from its first value to its "
              "peak; the mean wall time per trial; each seed's peak, by seed.", ""]
     groups = _groups(trials)

@@ -80,7 +80,7 @@ class BanditTask:
     one_pass: bool = False
 
     @classmethod
-    def from_options(cls, **options: Any) -> "BanditTask":
+    def from_options(cls, **options: Any) -> BanditTask:
         """Build the task from its declared options (what :func:`make_task` calls)."""
         return cls(**options)
 

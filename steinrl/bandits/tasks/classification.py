@@ -138,7 +138,7 @@ class Classification(BanditTask):
         self.num_arms, self.context_dim = len(self.classes), features.shape[1]
 
     @classmethod
-    def from_csv(cls, path: str, target_column: int | str = -1, replace: bool = True) -> "Classification":
+    def from_csv(cls, path: str, target_column: int | str = -1, replace: bool = True) -> Classification:
         """Read a CSV file: one row per example, numeric features, the class in ``target_column``.
 
         The first row is taken as a header when one of its feature fields is not a number, or when
@@ -151,7 +151,7 @@ class Classification(BanditTask):
 
     @classmethod
     def from_options(cls, path: str | None = None, target_column: int | str = -1,
-                     replace: bool = True) -> "Classification":
+                     replace: bool = True) -> Classification:
         cls.check_options({"path": path, "target_column": target_column, "replace": replace})
         if path is None:
             raise ConfigError("bandit task Classification needs task.path: a CSV file of features and classes")
