@@ -6,12 +6,18 @@ import importlib.util
 
 import numpy as np
 import pytest
+from conftest import ROOT, run_script
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from conftest import ROOT, run_script
-from steinrl.bayes.regression import (PARTICLE_METHODS, REGRESSION_METHODS, Standardizer, fit_regressor,
-                                      load_uci, split_indices)
+from steinrl.bayes.regression import (
+    PARTICLE_METHODS,
+    REGRESSION_METHODS,
+    Standardizer,
+    fit_regressor,
+    load_uci,
+    split_indices,
+)
 from steinrl.errors import ConfigError
 
 
