@@ -21,6 +21,9 @@ can be re-made, and combined, from the repository alone:
 
     python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out docs/study/exact_10seeds
     python benchmarks/combine_sweeps.py docs/study/exact_10seeds docs/study/damped_10seeds --out /tmp/both
+
+``--curves-only`` (re)draws only ``curves.png`` (``--out`` may be the source itself: the
+figures of docs/study/ are re-drawn from their archives this way).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402
-from steinrl.run.cli import run_cli  # noqa: E402
+from steinrl.run.cli_base import Parser, output_dir, run_cli  # noqa: E402
 from steinrl.run.sweep_report import plot_curves, read_results_csv, write_outputs, write_results_csv, write_summary  # noqa: E402
 
 
@@ -74,11 +77,13 @@ def matches(trial, where: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="benchmarks/combine_sweeps.py", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="DIR[:key=value,...]", help="sweep output directories")
     p.add_argument("--out", required=True, help="directory for the combined results.csv, summary.md, curves.png")
     p.add_argument("--archive", action="store_true",
                    help="write results.csv.gz with the headline metric only, instead of results.csv")
+    p.add_argument("--curves-only", action="store_true", help="draw only curves.png (no results, no summary)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep only trials whose algo, env, seed or grid value KEY equals VALUE (repeatable)")
     args = p.parse_args(argv)
@@ -91,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     if not trials:
         raise ConfigError(f"no trial matches --where {' '.join(args.where)}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    output_dir(out, "--out", create=True)
     command = " ".join(["python benchmarks/combine_sweeps.py", *(sys.argv[1:] if argv is None else argv)])
-    if args.archive:
+    if args.curves_only:
+        plot_curves(trials, out / "curves.png")
+    elif args.archive:
         write_results_csv(trials, out / "results.csv.gz", headline_only=True)
         write_summary(trials, out / "summary.md", command)
         plot_curves(trials, out / "curves.png")

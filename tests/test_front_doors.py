@@ -257,3 +257,16 @@ def test_bandits_benchmark_bad_arguments(bandits, tmp_path, capsys, args, words)
     out = [] if "--out" in args else ["--out", str(tmp_path / "out")]
     one_line_exit_2(bandits["main"], [*args, *out], capsys, *words)
     assert files_under(tmp_path) == [type(tmp_path)("afile")]
+
+
+# --- benchmarks/combine_sweeps.py ---------------------------------------------------------
+@pytest.mark.parametrize("content, words", [
+    ("x,y\n1,2\n", ["is not a steinrl sweep results.csv"]),
+    (BINARY, ["cannot read"]),
+])
+def test_combine_sweeps_bad_results_files(tmp_path, capsys, content, words):
+    combine = runpy.run_path(str(ROOT / "benchmarks" / "combine_sweeps.py"), run_name="combine")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "results.csv").write_bytes(content if isinstance(content, bytes) else content.encode())
+    one_line_exit_2(combine["main"], [str(tmp_path / "src"), "--out", str(tmp_path / "out")], capsys, *words)
+    assert not (tmp_path / "out").exists()

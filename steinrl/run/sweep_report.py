@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from steinrl.errors import ConfigError
+
 __all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats",
            "trial_runs", "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
 
@@ -214,20 +216,16 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
 
     from steinrl.run.algos import parse_algo
 
-    with _open_text(path, "r") as f:
-        reader = csv.DictReader(f)
-        columns = list(reader.fieldnames or [])
-        if not {"trial_id", "algo", "env", "seed", "iteration", "wall_s"} <= set(columns):
-            raise ValueError(f"{path} is not a steinrl sweep results.csv (columns: {', '.join(columns[:8])}, ...)")
-        params = columns[columns.index("seed") + 1:columns.index("iteration")]
-        rows_by_trial: dict[str, list[dict[str, str]]] = {}
-        for row in reader:
-            rows_by_trial.setdefault(row["trial_id"], []).append(row)
+    columns, rows_by_trial = _read_trial_rows(path)
+    params = columns[columns.index("seed") + 1:columns.index("iteration")]
     trials = []
     for trial_id, rows in rows_by_trial.items():
         first, job = rows[0], parse_algo(rows[0]["algo"]).job
-        values = [{k: float(v) for k, v in r.items() if k not in ("trial_id", "algo", "env", "seed", *params)
-                   and v != ""} for r in rows]
+        try:
+            values = [{k: float(v) for k, v in r.items() if k not in ("trial_id", "algo", "env", "seed", *params)
+                       and v != ""} for r in rows]
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}: trial {trial_id} has a value that is not a number") from None
         for v in values:
             v["iteration"] = int(v["iteration"])
             v.pop("wall_s", None)
@@ -236,6 +234,24 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
                                {**grid, **(extra_params or {})}, job.headline_metric,
                                job.x_metric or "iteration", values, float(first["wall_s"])))
     return trials
+
+
+def _read_trial_rows(path: str | Path) -> tuple[list[str], dict[str, list[dict[str, str]]]]:
+    """The columns of a results.csv(.gz) and its rows by trial id; a file that cannot be read
+    or is not a steinrl results.csv raises :class:`ConfigError`."""
+    rows_by_trial: dict[str, list[dict[str, str]]] = {}
+    try:
+        with _open_text(path, "r") as f:
+            reader = csv.DictReader(f)
+            columns = list(reader.fieldnames or [])
+            if not {"trial_id", "algo", "env", "seed", "iteration", "wall_s"} <= set(columns):
+                raise ConfigError(f"{path} is not a steinrl sweep results.csv (columns: {', '.join(columns[:8])}, "
+                                  "...)")
+            for row in reader:
+                rows_by_trial.setdefault(row["trial_id"], []).append(row)
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    return columns, rows_by_trial
 
 
 def _open_text(path: str | Path, mode: str):
