@@ -371,17 +371,29 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
     assert all(torch.equal(a, b) for a, b in zip(state(again).values(), state(straight).values()))
 
 
-def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone():
-    """Minibatch shuffles, reward scales and clipping are per seed: a 2-seed batch is each seed alone."""
+def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone(tmp_path):
+    """Minibatch shuffles, reward scales and clipping are per seed: a 2-seed batch is each seed
+    alone, and a seed's checkpoint (its reward statistics and returns included) continues alone."""
     recipe = {k: v for k, v in RECIPE.items() if k != "policy.normalize_obs"}  # shared statistics: not for batches
     cfg = config("svgd-ppo", "CartpoleSwingUp", **{**recipe, "particles": 2, "rollout.env_backend": "torch",
                                                      "rollout.batch_size": 40})
+    keys = ("rollout/ep_rew_max_particle", "train/surrogate", "train/value_loss", "train/clip_fraction",
+            "train/grad_norm", "train/repulsive_norm")
     trainer = steinrl.Trainer(cfg, [3, 4])
     batched = [trainer.step_seeds() for _ in range(3)]
+    rows = {}
     for s, seed in enumerate([3, 4]):
         alone = steinrl.Trainer(cfg.replace({"seed": seed}))
+        rows[seed] = [alone.step() for _ in range(3)]
         for it in range(3):
-            row = alone.step()
-            for key in ("rollout/ep_rew_max_particle", "train/surrogate", "train/value_loss", "train/clip_fraction",
-                        "train/grad_norm", "train/repulsive_norm"):
-                assert batched[it][s][key] == pytest.approx(row[key], rel=1e-3, abs=1e-5, nan_ok=True), (seed, it, key)
+            for key in keys:
+                assert batched[it][s][key] == pytest.approx(rows[seed][it][key], rel=1e-3, abs=1e-5, nan_ok=True), \
+                    (seed, it, key)
+    first = steinrl.Trainer(cfg, [3, 4])
+    first.step_seeds(), first.step_seeds()
+    first.save(tmp_path / "s4.pt", 1)
+    single = steinrl.Trainer(cfg.replace({"seed": 4})).restore(tmp_path / "s4.pt")
+    assert single.job.agent.reward_scaler.returns.shape == (2, 2)  # seed 4's own particles x envs
+    row = single.step()
+    for key in keys:
+        assert row[key] == pytest.approx(rows[4][2][key], rel=1e-3, abs=1e-5, nan_ok=True), key
