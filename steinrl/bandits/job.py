@@ -69,7 +69,7 @@ def draw_stream(task: Any, rounds: int, seed: int) -> Any:
     draws its rounds as one pass over its data (``one_pass``: classification without
     replacement) draws all ``rounds`` at once from ``default_rng([seed, 0xBA])`` (one
     permutation: its first n rounds do not depend on ``rounds`` either)."""
-    if getattr(task, "one_pass", False):
+    if task.one_pass:
         return task.sample(rounds, np.random.default_rng([seed, 0xBA]))
     blocks = [task.sample(STREAM_BLOCK, np.random.default_rng([seed, 0xBA, b]))
               for b in range(math.ceil(rounds / STREAM_BLOCK))]
