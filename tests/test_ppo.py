@@ -235,7 +235,8 @@ def test_reward_scaling_keeps_one_scale_per_group_and_drops_the_return_of_a_fres
 
 # --- init -------------------------------------------------------------------------------------
 def test_orthogonal_init_is_semi_orthogonal_with_the_gains_and_sign_symmetric():
-    net = EnsembleMLP(3, 5, (16, 16), 2, init="orthogonal", output_gain=0.01, generator=torch.Generator().manual_seed(0))
+    net = EnsembleMLP(3, 5, (16, 16), 2, init="orthogonal", output_gain=0.01,
+                      generator=torch.Generator().manual_seed(0))
     (w0, b0), (w1, _), (w2, _) = net.dense()
     torch.testing.assert_close(w0 @ w0.mT, 2.0 * torch.eye(5).expand(3, 5, 5), atol=1e-5, rtol=0)  # rows: in < out
     torch.testing.assert_close(w1.mT @ w1, 2.0 * torch.eye(16).expand(3, 16, 16), atol=1e-5, rtol=0)
@@ -350,7 +351,8 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
 
     def state(trainer):
         agent = trainer.job.agent
-        return {k: v.clone() for k, v in {**agent.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}.items()}
+        stats = {**agent.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}
+        return {k: v.clone() for k, v in stats.items()}
 
     straight = steinrl.Trainer(cfg)
     rows = [straight.step() for _ in range(3)]

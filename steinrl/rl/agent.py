@@ -236,7 +236,8 @@ class SVPGAgent:
                     samples["old_values"] = self.critic(data.obs)
         return samples
 
-    def _minibatches(self, samples: dict[str, Tensor], generators: list[torch.Generator]) -> Iterator[dict[str, Tensor]]:
+    def _minibatches(self, samples: dict[str, Tensor],
+                     generators: list[torch.Generator]) -> Iterator[dict[str, Tensor]]:
         """One pass: the estimator's random minibatches of every particle's samples, ``(M, b, ...)`` each."""
         K = self.estimator.minibatches
         if K == 1:
