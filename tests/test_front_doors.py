@@ -21,6 +21,15 @@ def files_under(path):
     return sorted(p.relative_to(path) for p in path.rglob("*"))
 
 
+def make(path, content):
+    """``path`` as a bad input: None absent, "DIR" a directory, else a file holding ``content``."""
+    if content == "DIR":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
 def one_line_exit_2(main, args, capsys, *words):
     """Run ``main(args)`` through the CLI wrapper: exit 2, one ``error:`` line holding ``words``."""
     capsys.readouterr()
@@ -84,12 +93,7 @@ GOOD_SPEC = "algos: [svgd-a2c]\nenvs: [Cartpole]\nseeds: 1\niterations: 1\n"
 def test_sweep_bad_spec_files(tmp_path, capsys, content, words):
     pytest.importorskip("ray.tune")
     spec = tmp_path / "spec.yaml"
-    if content == "DIR":
-        spec.mkdir()
-    elif isinstance(content, bytes):
-        spec.write_bytes(content)
-    elif content is not None:
-        spec.write_text(content)
+    make(spec, content)
     before = files_under(tmp_path)
     one_line_exit_2(steinrl_main, ["sweep", str(spec), "--out", str(tmp_path / "out")], capsys, *words)
     assert files_under(tmp_path) == before
@@ -120,12 +124,7 @@ def test_sweep_out_of_the_wrong_kind(tmp_path, capsys, out, words):
 ])
 def test_bandit_data_files(tmp_path, capsys, content, words):
     data = tmp_path / "data.csv"
-    if content == "DIR":
-        data.mkdir()
-    elif isinstance(content, bytes):
-        data.write_bytes(content)
-    elif content is not None:
-        data.write_text(content)
+    make(data, content)
     logdir = tmp_path / "runs"
     err = one_line_exit_2(train_main, ["--algo", "greedy", "--env", "Classification", "--set", f"task.path={data}",
                                        "--rounds", "20", "--logdir", str(logdir), "--no-progress"], capsys, *words)
