@@ -149,3 +149,25 @@ def test_no_function_over_about_80_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and (n := node.end_lineno - node.lineno + 1) > 85]
     assert not long, long
+
+
+def test_the_run_stack_tests_no_metric_by_name():
+    """steinrl.run knows jobs through the Job protocol only: no string in its code (docstrings
+    and help texts aside) is a job's headline metric or x-axis metric."""
+    from steinrl.run.algos import JOBS
+
+    names = {m for _, job in JOBS.items() for m in (job.headline_metric, job.x_metric) if m}
+    found = []
+    for path in sorted((PACKAGE / "run").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        prose = set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                prose.add(id(body[0].value))  # a docstring
+            if isinstance(node, ast.keyword) and node.arg in ("help", "description", "epilog"):
+                prose |= {id(n) for n in ast.walk(node.value)}
+        found += [f"{path.name}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose
+                  and any(name in node.value for name in names)]
+    assert names and not found, found
