@@ -47,7 +47,7 @@ from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
 
-def raw_rates(env: str, num_envs: int, modes: list[str], vector_steps: int, rounds: int = 3) -> dict[str, float]:
+def raw_rates(env: str, num_envs: int, modes: list[str], vector_steps: int, rounds: int = 5) -> dict[str, float]:
     """Random-action env steps per second of ``num_envs`` envs vectorised by each of ``modes``:
     the best of ``rounds`` rounds, each timing every mode in turn (so all see the same load)."""
     venvs = {mode: envs.make_vec(env, num_envs, vectorization_mode=mode) for mode in modes}
