@@ -188,13 +188,15 @@ class SVPGAgent:
         return self._compiled
 
     # --- update -------------------------------------------------------------------
-    def update(self, batch: Batch, iteration: int) -> UpdateStats:
+    def update(self, batch: Batch, iteration: int, progress: float | None = None) -> UpdateStats:
         """Estimator -> per-particle gradients -> particle updates (-> critic fit), one batch.
 
         Each of the estimator's ``epochs`` passes splits every particle's samples into its
         ``minibatches`` random parts (:func:`~steinrl.rl.estimators.ppo.minibatch_indices`;
         one part: the whole batch, unshuffled) and moves all particles once per part. The
         logged surrogate, entropy and PPO diagnostics are means over the last pass's steps.
+        ``progress``: the fraction of the run done before this update (the job's stopping
+        rule; annealing), default ``iteration / iterations``.
         """
         # 1. Advantages (T, M, E) of every valid step (of the scaled rewards with
         #    estimator.scale_rewards); a2c / ppo ask the critic for V(s).
@@ -202,7 +204,7 @@ class SVPGAgent:
         # 2. Each particle's valid steps compacted to (M, n, ...): the update skips padding.
         data = compact(batch, est.advantages, est.value_targets, self.device, trim=self.trim)
         samples = self._update_samples(data)
-        self._set_lr(iteration)
+        self._set_lr(iteration, progress)
         generators = [torch.Generator(device=self.device).manual_seed(iteration_seed(s, iteration) + 2)
                       for s in self.seeds]  # each seed shuffles its own particles' samples
         steps: list[dict[str, Any]] = []
@@ -320,18 +322,20 @@ class SVPGAgent:
             (-(prior_weight * log_prior).sum()).backward()
         return norms
 
-    def _lr_fraction(self, iteration: int) -> float:
+    def _lr_fraction(self, iteration: int, progress: float | None) -> float:
         """The fraction of the configured step sizes used at ``iteration``: with
-        ``estimator.anneal_lr``, 1 − iteration / iterations (linear to 0 over the run, as
-        CleanRL: the full lr at the first update, lr / iterations at the last), else 1."""
+        ``estimator.anneal_lr``, 1 − progress, the fraction of the run done before this
+        update (iteration / iterations, or env steps / total_steps: linear to 0 over the run,
+        as CleanRL: the full lr at the first update), else 1."""
         if not self.estimator.option("anneal_lr", False):
             return 1.0
-        return max(0.0, 1.0 - iteration / self.cfg.iterations)
+        done = iteration / self.cfg.iterations if progress is None else progress
+        return max(0.0, 1.0 - done)
 
-    def _set_lr(self, iteration: int) -> None:
+    def _set_lr(self, iteration: int, progress: float | None = None) -> None:
         """Every optimizer's step size at ``iteration`` (halving schedule, annealing)."""
         cfg = self.cfg
-        fraction = self._lr_fraction(iteration)
+        fraction = self._lr_fraction(iteration, progress)
         lr = halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start) * fraction
         for opt in (self.svgd.optimizer, self.own_opt):
             for group in opt.param_groups if opt is not None else ():

@@ -315,7 +315,7 @@ class PolicyGradientJob:
         t1 = time.perf_counter()
         if hooks is not None and hooks.on_rollout_end is not None and hooks.on_rollout_end(iteration, batch) is False:
             return None
-        stats = self.agent.update(batch, iteration)
+        stats = self.agent.update(batch, iteration, self.progress(iteration))
         t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
         steps = batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)).tolist()  # valid env steps per seed

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from steinrl.envs.vector_state import get_sync_state, set_sync_state, sync_state_supported
 from steinrl.rl.heads import space_bounds
 
 __all__ = ["VectorTask", "HostTask", "DeviceTask", "NonFiniteAction"]
@@ -65,6 +66,24 @@ class VectorTask(Protocol):
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
         """Continue from one :meth:`get_state` per seed group."""
+
+
+def _tensors(x: Any) -> Any:
+    """Numpy arrays (nested in dicts and lists) as tensors."""
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
+    if isinstance(x, dict):
+        return {k: _tensors(v) for k, v in x.items()}
+    return [_tensors(v) for v in x] if isinstance(x, list) else x
+
+
+def _arrays(x: Any) -> Any:
+    """The inverse of :func:`_tensors`."""
+    if isinstance(x, Tensor):
+        return x.cpu().numpy()
+    if isinstance(x, dict):
+        return {k: _arrays(v) for k, v in x.items()}
+    return [_arrays(v) for v in x] if isinstance(x, list) else x
 
 
 def _restream_seed(state: dict[str, Any]) -> int:
@@ -122,10 +141,13 @@ class HostTask:
     def get_state(self, group: int = 0, groups: int = 1) -> dict[str, Any] | None:
         if groups != 1:
             raise ValueError("host envs run one seed group")
-        if not hasattr(self.envs, "get_state"):
-            return None  # arrays as tensors: loadable with weights_only=True
-        state = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in self.envs.get_state().items()}
-        return {**state, "kind": "numpy"}
+        if hasattr(self.envs, "get_state"):  # steinrl's numpy tasks
+            state, kind = self.envs.get_state(), "numpy"
+        elif sync_state_supported(self.envs):  # Gymnasium's SyncVectorEnv of MuJoCo / classic-control envs
+            state, kind = get_sync_state(self.envs), "gymnasium-sync"
+        else:
+            return None
+        return {**_tensors(state), "kind": kind}  # arrays as tensors: loadable with weights_only=True
 
     def set_state(self, states: list[dict[str, Any]]) -> None:
         """Continue from :meth:`get_state`; a state saved by a :class:`DeviceTask` (the torch
@@ -133,6 +155,9 @@ class HostTask:
         (state,) = states
         state = {k: v for k, v in state.items() if k != "kind"}
         saved = states[0].get("kind", "numpy")
+        if saved == "gymnasium-sync":
+            set_sync_state(self.envs, _arrays(state))
+            return
         if saved != "numpy":
             _moved("numpy envs", saved)
             state["rng"] = np.random.default_rng(_restream_seed(state)).bit_generator.state
