@@ -237,12 +237,29 @@ def test_a_run_directory_records_config_command_and_version(tmp_path):
 
 
 def test_continuing_gymnasium_envs_restart_their_episodes_on_restore_with_a_warning(tmp_path):
-    """A Gymnasium id's envs cannot be saved safely: a restored continuing run starts fresh episodes."""
-    cfg = tiny_config("svgd-reinforce", "CartPole-v1", **{"rollout.sampling": "continuing"})
+    """Envs a checkpoint cannot hold (here Gymnasium's async vector env: each env lives in its
+    own process) restart: a restored continuing run starts fresh episodes, with a warning.
+    (Gymnasium's sync vector env of classic-control or MuJoCo envs is saved and continues
+    exactly: tests/test_mujoco_resume.py.)"""
+    cfg = tiny_config("svgd-reinforce", "CartPole-v1", **{"rollout.sampling": "continuing",
+                                                           "rollout.vectorization": "async"})
     trainer = steinrl.Trainer(cfg)
     trainer.step()
     trainer.save(tmp_path / "c.pt")
+    trainer.close()
     again = steinrl.Trainer(cfg)
     with pytest.warns(UserWarning, match="start fresh episodes"):
         again.restore(tmp_path / "c.pt")
     assert again.job.sampler.carry is None and np.isfinite(again.step()["train/surrogate"])
+    again.close()
+
+
+def test_continuing_classic_control_envs_continue_exactly(tmp_path):
+    cfg = tiny_config("svgd-reinforce", "CartPole-v1", **{"rollout.sampling": "continuing"})
+    straight = steinrl.Trainer(cfg)
+    expected = [straight.step()["train/surrogate"] for _ in range(3)]
+    first = steinrl.Trainer(cfg)
+    first.step()
+    first.save(tmp_path / "c.pt")
+    again = steinrl.Trainer(cfg).restore(tmp_path / "c.pt")
+    assert [again.step()["train/surrogate"] for _ in range(2)] == expected[1:]

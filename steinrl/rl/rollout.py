@@ -58,7 +58,8 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            check=at_least_one),
     Option("envs_per_particle", int, 10, "Parallel envs per particle E; all M x E envs step together.",
            check=at_least_one),
-    Option("horizon", int, 500, "Maximum episode length (time-limit truncation, not termination).",
+    Option("horizon", int, 500, "Maximum episode length (time-limit truncation, not termination): 500 on "
+           "steinrl's tasks (the papers'), a Gymnasium id's own registered limit otherwise (Hopper-v5: 1000).",
            check=at_least_one),
     Option("sampling", str, "whole_episodes",
            "whole_episodes: every episode runs to its end, new ones start while the particle's steps are below "
