@@ -188,14 +188,13 @@ def test_results_section_is_replaced_not_duplicated(tmp_path):
 def test_benchmark_script_end_to_end(tmp_path):
     data = np.random.default_rng(0).normal(size=(40, 3))
     d = _write_uci(tmp_path / "tiny", data, splits="2\n")
-    out = tmp_path / "results.md"
     proc = run_script("benchmarks/uci.py", "--data", str(d), "--methods", "svgd,bbb", "--epochs", "1",
-                      "--jobs", "1", "--particles", "3", "--results", str(out), timeout=120)
+                      "--jobs", "1", "--particles", "3", "--out", str(tmp_path / "out"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-2:]
     assert [line.split()[2] for line in last] == ["method=svgd", "method=bbb"]
     for line in last:
         assert line.startswith("uci set=tiny ") and "splits=2 rmse=" in line and "seconds_per_split=" in line
-    assert "## UCI regression: tiny" in out.read_text()
+    assert "## UCI regression: tiny" in (tmp_path / "out" / "uci_tiny.md").read_text()
     bad = run_script("benchmarks/uci.py", "--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
