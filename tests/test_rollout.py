@@ -55,9 +55,8 @@ def naive_episodes(seed: int, whole: bool):
     return out
 
 
-def act(obs: torch.Tensor, t: int) -> torch.Tensor:
-    obs = obs.numpy()
-    return torch.as_tensor(np.array([[policy_action(obs[m, e], m) for e in range(E)] for m in range(M)]))
+def act(obs: np.ndarray, t: int) -> np.ndarray:
+    return np.array([[policy_action(obs[m, e], m) for e in range(E)] for m in range(M)])
 
 
 @pytest.mark.parametrize("whole", [True, False])
@@ -144,13 +143,14 @@ def test_sampler_rejects_wrong_env_count():
     venv.close()
 
 
+@pytest.mark.parametrize("host", [True, False])
 @pytest.mark.parametrize("space,activation,normalize", [
     (gym.spaces.Box(-1, 1, (2,)), "tanh", False),
     (gym.spaces.Box(-1, 1, (1,)), "relu", True),
     (gym.spaces.Box(-1, 1, (1,)), "elu", False),
     (gym.spaces.Discrete(3), "tanh", True),
 ])
-def test_rollout_actor_equals_per_particle_torch_modules(space, activation, normalize):
+def test_rollout_actor_equals_per_particle_torch_modules(space, activation, normalize, host):
     """The rollout's act function (numpy views on the CPU) against each particle as plain ``nn.Linear`` modules
     (``particle_module``), the normalisation and the distribution written out by hand:
     Gaussian mean + exp(log_std) * noise, or arg-max of logits + Gumbel noise."""
@@ -169,7 +169,7 @@ def test_rollout_actor_equals_per_particle_torch_modules(space, activation, norm
         n = policy.obs_norm
         x = ((obs.double() - n.mean) / (n.var + 1e-8).sqrt()).clamp(-10, 10).float()
     with torch.no_grad():
-        act, det = policy.actor(noise), policy.actor(None)
+        act, det = policy.actor(noise, host=host), policy.actor(None, host=host)
         for m in range(4):
             out = policy.net.particle_module(m)(x[:, m])  # (T, E, out)
             if discrete:
@@ -177,10 +177,10 @@ def test_rollout_actor_equals_per_particle_torch_modules(space, activation, norm
             else:
                 expected, greedy = out + policy.head.log_std[m].exp() * noise[:, m], out
             for t in range(6):
-                got = act(obs[t], t)[m].numpy()
+                got = np.asarray(act(obs[t].numpy() if host else obs[t], t)[m])
                 if discrete:
                     assert np.array_equal(got, expected[t].numpy())
-                    assert np.array_equal(det(obs[t], t)[m].numpy(), greedy[t].numpy())
+                    assert np.array_equal(np.asarray(det(obs[t].numpy() if host else obs[t], t)[m]), greedy[t].numpy())
                 else:
                     np.testing.assert_allclose(got, expected[t].numpy(), rtol=1e-5, atol=1e-5)
-                    np.testing.assert_allclose(det(obs[t], t)[m].numpy(), greedy[t].numpy(), rtol=1e-5, atol=1e-5)
+                    np.testing.assert_allclose(np.asarray(det(obs[t].numpy() if host else obs[t], t)[m]), greedy[t].numpy(), rtol=1e-5, atol=1e-5)

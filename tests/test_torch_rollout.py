@@ -17,7 +17,7 @@ W = np.array([[0.3], [-0.2], [0.5], [0.1], [-0.4], [0.2]])  # a fixed linear pol
 
 
 def numpy_act(obs, t):
-    return torch.from_numpy(np.tanh(obs.numpy() @ W.astype(np.float32) * (1 + 0.1 * t)).astype(np.float32))
+    return np.tanh(obs @ W.astype(np.float32) * (1 + 0.1 * t)).astype(np.float32)
 
 
 def torch_act(obs, t):

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Steppable", "gradient_step", "TFRMSprop", "inverse_time_lr"]
+__all__ = ["Steppable", "gradient_step", "TFRMSprop", "inverse_time_lr", "adam"]
 
 
 class Steppable(Protocol):
@@ -109,3 +109,14 @@ class TFRMSprop(torch.optim.Optimizer):
 def inverse_time_lr(lr: float, decay: float, step: int) -> float:
     """``lr / (1 + decay * step)`` (``tf.train.inverse_time_decay`` with ``decay_steps=1``)."""
     return lr / (1.0 + decay * step)
+
+
+def adam(params: Iterable[Tensor] | Iterable[dict[str, Any]], **kwargs: Any) -> torch.optim.Adam:
+    """``torch.optim.Adam`` with its fused implementation where this torch has one for the
+    parameters' device (CPU: torch >= 2.4): one kernel for every parameter instead of a dozen
+    ops each, the same update to float rounding (several times faster on small networks)."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):  # no fused kernel for this device or dtype
+        return torch.optim.Adam(params, **kwargs)

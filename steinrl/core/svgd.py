@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from steinrl.core.kernels import (BANDWIDTH_RULES, KERNELS, bandwidth, check_bandwidth_rule, kernel_matrix,
                                   pairwise_sq_dists, sq_dists_from_gram)
-from steinrl.core.optim import TFRMSprop
+from steinrl.core.optim import TFRMSprop, adam
 
 __all__ = [
     "flatten",
@@ -53,8 +53,8 @@ __all__ = [
 #: The kernel name of independent particles (κ = I: no coupling), beside the registered kernels.
 INDEPENDENT = "independent"
 _bandwidth = bandwidth  # the module function, for use where an argument shadows the name
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "adam": adam,  # torch's Adam, fused where available
     "rmsprop": torch.optim.RMSprop,
     "rmsprop_tf": TFRMSprop,
     "sgd": torch.optim.SGD,

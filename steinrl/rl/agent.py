@@ -27,6 +27,7 @@ from torch import Tensor
 
 from steinrl.core.groups import module_group, module_join, optimizer_group, optimizer_join, rows
 from steinrl.core.methods import METHODS
+from steinrl.core.optim import adam
 from steinrl.core.priors import make_prior
 from steinrl.core.svgd import flatten
 from steinrl.core.updates import halved_lr, make_update
@@ -137,7 +138,7 @@ class SVPGAgent:
                                 self.policy.kernel_parameters() + self.prior.particle_parameters(), groups=G,
                                 **cfg.update)
         own = self.policy.head.own_parameters()
-        self.own_opt = torch.optim.Adam(own, lr=cfg.update.lr) if own else None
+        self.own_opt = adam(own, lr=cfg.update.lr) if own else None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
         self.critic: Critic | None = None
         if self.estimator.uses_critic:
@@ -168,7 +169,7 @@ class SVPGAgent:
             seed = seeds[0] if len(seeds) == 1 else seeds
             # a device task's batch keeps every particle's (T * E) columns: no host sync to trim them
             self.trim = sampler.task.host
-            act = policy.actor(noise, sample=self._compiled_sample())
+            act = policy.actor(noise, sample=self._compiled_sample(), host=sampler.task.host)
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
                 sampler.check_finite()

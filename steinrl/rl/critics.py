@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import INITS, EnsembleMLP
-from steinrl.core.optim import gradient_step
+from steinrl.core.optim import adam, gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
@@ -123,7 +123,7 @@ class ValueEnsemble(Critic):
         self.joint, self.vf_coef, self.clip_range_vf = bool(joint), float(vf_coef), clip_range_vf
         self.register_buffer("target_mean", torch.zeros(num_particles, 1))
         self.register_buffer("target_std", torch.ones(num_particles, 1))
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
+        self.optimizer = adam(self.net.parameters(), lr=lr)
 
     def forward(self, obs: Tensor) -> Tensor:
         """Values ``(M, B)`` in return units for raw observations ``(M, B, obs_dim)``."""

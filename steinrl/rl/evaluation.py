@@ -103,9 +103,9 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
             gen = torch.Generator(device=device).manual_seed(seed)
             dense = policy.dense()
 
-            def act(obs: Tensor, t: int) -> Tensor:
+            def act(obs: np.ndarray, t: int) -> np.ndarray:
                 noise = None if deterministic else policy.head.draw_noise((M, episodes), gen, device)
-                return policy.sample(obs.to(device), noise, dense).cpu()
+                return policy.sample(torch.from_numpy(obs).to(device), noise, dense).cpu().numpy()
 
             returns, lengths = sampler.collect(act, 1, seed=seed).episodes()
             venv.close()
@@ -114,8 +114,8 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
         actor.reset(batch_size=episodes)
         venv = envs.make_vec(cfg.env, episodes, max_episode_steps=cfg.rollout.horizon)
         sampler = Sampler(HostTask(venv), 1, episodes, cfg.rollout.horizon)
-        returns, lengths = sampler.collect(lambda obs, t: actor.act(obs[0].to(device)).cpu()[None], 1,
-                                           seed=seed).episodes()
+        returns, lengths = sampler.collect(
+            lambda obs, t: actor.act(torch.from_numpy(obs[0]).to(device)).cpu().numpy()[None], 1, seed=seed).episodes()
         venv.close()
         return {"returns": returns[0].tolist(), "lengths": lengths[0].tolist()}
 

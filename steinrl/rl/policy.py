@@ -12,7 +12,7 @@ rollout's act function) both run :func:`~steinrl.core.ensemble.mlp_forward` and 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -183,9 +183,10 @@ class EnsemblePolicy(nn.Module):
         return self.head.log_prob(self.outputs(obs, dense), actions)
 
     def actor(self, noise: Tensor | None, dense: Dense | None = None,
-              sample: Callable[..., Tensor] | None = None) -> Callable[[Tensor, int], Tensor]:
+              sample: Callable[..., Tensor] | None = None, host: bool = False) -> Callable[[Any, int], Any]:
         """The rollout's act function ``act(obs (M, E, obs_dim), t) -> actions (M, E, ...)``:
-        one ensemble forward per step, tensors on the policy's device, no host sync.
+        one ensemble forward per step, no host sync; numpy arrays in and out for a host task
+        (``host``, the policy on the CPU), else tensors (moved to the policy's device and back).
 
         ``noise`` ``(T, M, E, out_dim)`` (from ``head.draw_noise``) is consumed one step ``t``
         at a time; ``None`` gives deterministic actions. On the CPU the same
@@ -195,8 +196,11 @@ class EnsemblePolicy(nn.Module):
         signature on other devices (e.g. ``torch.compile(policy.sample)``).
         """
         dense = self.dense() if dense is None else dense
-        if dense[0][0].device.type != "cpu":
+        if not host or dense[0][0].device.type != "cpu":
             sample, device = self.sample if sample is None else sample, dense[0][0].device
+            if host:  # numpy envs, the policy on a device: one transfer each way per step
+                return lambda obs, t: sample(torch.from_numpy(obs).to(device), None if noise is None else noise[t],
+                                             dense).cpu().numpy()
             return lambda obs, t: sample(obs.to(device), None if noise is None else noise[t], dense).to(obs.device)
         layers = [(W.detach().numpy(), b.detach().numpy()) for W, b in dense]
         norm = self.obs_norm.numpy_stats()
@@ -205,11 +209,11 @@ class EnsemblePolicy(nn.Module):
         scale_np = None if scale is None else scale.detach().numpy()  # (M, 1, out_dim)
         activation, head_sample = self.net.activation, self.head.sample
 
-        def act(obs: Tensor, t: int) -> Tensor:
-            x = obs.numpy()
+        def act(obs: np.ndarray, t: int) -> np.ndarray:
+            x = obs
             if norm is not None:
                 x = np.clip((x - norm[0]) / norm[1], -norm[2], norm[2])
             out = mlp_forward(layers, x, activation)
-            return torch.from_numpy(np.asarray(head_sample(out, None if noise_np is None else noise_np[t], scale_np)))
+            return np.asarray(head_sample(out, None if noise_np is None else noise_np[t], scale_np))
 
         return act

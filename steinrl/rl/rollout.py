@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -46,9 +46,10 @@ from steinrl.registry import Option, at_least_one
 from steinrl.rl.episodes import Start, WholeEpisodeRule, bookkeeping, previous_done
 from steinrl.rl.tasks import NonFiniteAction, VectorTask
 
-#: ``act(obs (M, E, obs_dim) float32, t) -> actions (M, E, *action_shape)``, tensors on the
-#: task's device; :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
-ActFn = Callable[[Tensor, int], Tensor]
+#: ``act(obs (M, E, obs_dim) float32, t) -> actions (M, E, *action_shape)``, arrays of the
+#: task's kind: numpy for a host task, tensors on the device for a device task;
+#: :meth:`steinrl.rl.policy.EnsemblePolicy.actor` builds one from a policy.
+ActFn = Callable[[Any, int], Any]
 
 SAMPLING_MODES = ("whole_episodes", "continuing", "cut")
 
@@ -124,8 +125,9 @@ class Sampler:
     :param envs_per_particle: E.
     :param horizon: maximum episode length (bounds how long whole episodes can run).
     :param check_every: whole episodes: steps between two checks whether every env has
-        stopped (default 8 on the CPU, where a check is cheap, 64 on other devices, where it
-        synchronises); the steps past the last stop are dropped.
+        stopped, from the first step at which a particle can have reached its budget (default
+        16 on the CPU, 64 on other devices, where a check synchronises); the steps taken past
+        the last stop are dropped.
     """
 
     def __init__(self, task: VectorTask, num_particles: int, envs_per_particle: int, horizon: int,
@@ -136,7 +138,7 @@ class Sampler:
         self.M, self.E = num_particles, envs_per_particle
         self.horizon = horizon
         self.device = task.device
-        self.check_every = check_every or (8 if self.device.type == "cpu" else 64)
+        self.check_every = check_every or (16 if self.device.type == "cpu" else 64)
         self.obs_dim, self.action_shape = task.obs_dim, tuple(task.action_shape)
         self._capacity = 0
         self._finite: Tensor | None = None  # (M,) whether the last batch's actions were finite (device tasks)
@@ -165,6 +167,8 @@ class Sampler:
         self._term = torch.empty((T, N), dtype=torch.bool, device=dev)
         self._trunc = torch.empty((T, N), dtype=torch.bool, device=dev)
         self._capacity = T
+        buffers = (self._obs, self._act, self._rew, self._term, self._trunc)
+        self._writers = tuple(b.numpy() for b in buffers) if self.task.host else buffers
 
     def state_dict(self, group: int = 0, groups: int = 1) -> dict:
         """Continuing sampling's carry-over (each env's observation and episode progress) and
@@ -222,23 +226,31 @@ class Sampler:
         self._allocate(T_max)
         start = self._start(mode, seed)
         rule = WholeEpisodeRule(M, E, steps_per_particle, self.device) if mode == "whole_episodes" else None
-        obs, t0, T = start.obs, 0, T_max
+        # no particle reaches its budget before each of its envs has stepped budget / E times
+        first_check = -(-steps_per_particle // E)
+        # The loop writes through the buffers' views of the task's kind: numpy views of the CPU
+        # tensors for a host task (its arrays never become tensors step by step), the tensors
+        # themselves on a device. The same code either way: arrays and tensors index alike.
+        obs_w, act_w, rew_w, term_w, trunc_w = self._writers
+        obs, t0, T = start.obs.numpy() if self.task.host else start.obs, 0, T_max
         for t in range(T_max):
-            self._obs[t] = obs
-            actions = act(obs.view(M, E, -1), t).reshape(N, *self.action_shape)
-            self._act[t] = actions
+            obs_w[t] = obs
+            actions = act(obs.reshape(M, E, -1), t).reshape(N, *self.action_shape)
+            act_w[t] = actions
             try:
-                obs, self._rew[t], self._term[t], self._trunc[t] = self.task.step(actions)
+                obs, rew_w[t], term_w[t], trunc_w[t] = self.task.step(actions)
             except NonFiniteAction as exc:
                 bad = sorted({n // E for n in exc.envs})
                 raise NonFiniteError(f"non-finite action at rollout step {t} in particle(s) {bad}") from None
-            if rule is not None and ((t + 1) % self.check_every == 0 or t + 1 == T_max):
+            if rule is not None and t + 1 >= first_check and ((t + 1 - first_check) % self.check_every == 0
+                                                              or t + 1 == T_max):
                 done = self._term[t0:t + 1] | self._trunc[t0:t + 1]
                 first = start.prev_done if t0 == 0 else self._term[t0 - 1] | self._trunc[t0 - 1]
                 if bool(rule.advance(done, previous_done(done, first), t0)):  # the one sync of this mode
                     T = int(rule.stop.max()) + 1  # the steps after the last env stopped are dropped
                     break
                 t0 = t + 1
+        obs = torch.as_tensor(obs)
         # a device task does not look at actions: flag them here, checked by check_finite (no sync now)
         self._finite = None if self.task.checks_actions else torch.isfinite(self._act[:T].view(T, M, -1)).all(2).all(0)
         if T == t + 1:  # (else obs[T] was written by the loop)

@@ -4,8 +4,9 @@
 adapters provide it:
 
 - :class:`HostTask` wraps any Gymnasium ``VectorEnv`` with next-step autoreset (steinrl's
-  numpy tasks, ``gymnasium.make_vec`` of MuJoCo and other ids, EnvPool): numpy arrays
-  become CPU tensors without a copy (``torch.from_numpy``), actions go back the same way.
+  numpy tasks, ``gymnasium.make_vec`` of MuJoCo and other ids, EnvPool): it steps with numpy
+  arrays, which the sampler writes into numpy views of its CPU tensors (the batch is those
+  tensors, no copy).
   Actions are checked on the host (free there): a non-finite one raises
   :class:`NonFiniteAction` naming its envs before the env sees it.
 - :class:`DeviceTask` wraps a :class:`steinrl.envs.torch_core.TorchVectorTask` (the torch
@@ -57,8 +58,9 @@ class VectorTask(Protocol):
     def reset(self, seed: int | list[int] | None) -> Tensor:
         """Fresh episodes in every env; observations ``(N, obs_dim)`` float32."""
 
-    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(obs, reward, terminated, truncated)`` after ``actions`` (clipped to the action bounds)."""
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any]:
+        """``(obs, reward, terminated, truncated)`` after ``actions`` (clipped to the action
+        bounds): numpy arrays for a host task, tensors on the device for a device task."""
 
     def get_state(self, group: int = 0, groups: int = 1) -> dict[str, Any] | None:
         """What continues the envs of seed group ``group`` (of ``groups``) exactly, as tensors
@@ -127,16 +129,17 @@ class HostTask:
         obs, _ = self.envs.reset(seed=seed)
         return self._obs(obs)
 
-    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        a = actions.numpy()
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One step of every env; numpy in, numpy out (the sampler writes them into numpy
+        views of its tensors)."""
+        a = actions
         if a.dtype.kind == "f":
             if not np.isfinite(a).all():
                 raise NonFiniteAction(np.flatnonzero(~np.isfinite(a).reshape(self.num_envs, -1).all(1)).tolist())
             if self._bounds is not None:  # (np.clip costs several times more than these two)
                 a = np.minimum(np.maximum(a, self._bounds[0]), self._bounds[1])
         obs, rew, term, trunc, _ = self.envs.step(a)
-        return (self._obs(obs), torch.from_numpy(np.asarray(rew)),
-                torch.from_numpy(np.asarray(term, dtype=bool)), torch.from_numpy(np.asarray(trunc, dtype=bool)))
+        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, self.obs_dim), rew, term, trunc
 
     def get_state(self, group: int = 0, groups: int = 1) -> dict[str, Any] | None:
         if groups != 1:
