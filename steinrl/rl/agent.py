@@ -27,7 +27,7 @@ from torch import Tensor
 
 from steinrl.core.groups import module_group, module_join, optimizer_group, optimizer_join, rows
 from steinrl.core.methods import METHODS
-from steinrl.core.optim import adam
+from steinrl.core.optim import adam, gradient_step
 from steinrl.core.priors import make_prior
 from steinrl.core.svgd import flatten
 from steinrl.core.updates import halved_lr, make_update
@@ -269,17 +269,17 @@ class SVPGAgent:
             value_loss = self.critic.value_loss(part["obs"], part["targets"], part["mask"], part.get("old_values"))
             check_finite(value_loss, "value loss", iteration)
         critic_opt = self.critic.optimizer if value_loss is not None else None
-        for opt in (self.svgd, self.own_opt, critic_opt):
-            if opt is not None:
-                opt.zero_grad()
-        grad_norm = self._backward(objective, log_prior, value_loss, iteration)
         particles = policy.particle_parameters() + self.prior.particle_parameters()
-        check_finite([p.grad for p in particles], "gradient", iteration)
-        # 4. The particle update: φ from all particles' gradients, handed to the optimizer.
-        info = self.svgd.step()
-        for opt in (self.own_opt, critic_opt):
-            if opt is not None:
-                opt.step()
+        grad_norm = None
+
+        def backward() -> None:
+            nonlocal grad_norm
+            grad_norm = self._backward(objective, log_prior, value_loss, iteration)
+
+        # 4. The particle update: φ from all particles' gradients, handed to the optimizer
+        #    (then the head's own and a joint critic's steps): core.optim's one step.
+        info = gradient_step(backward, [self.svgd, self.own_opt, critic_opt],
+                             on_gradients=lambda: check_finite([p.grad for p in particles], "gradient", iteration))
         check_finite(particles, "parameter", iteration)
         step = {"surrogate": surrogate.detach(), "entropy": entropy.detach(), "log_prior": log_prior.detach(),
                 "svgd": info, **(est.diagnostics(log_prob.detach(), old, part["mask"]) if old is not None else {})}
