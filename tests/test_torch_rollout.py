@@ -131,3 +131,31 @@ def test_compiled_rollout_step_gives_the_eager_first_iteration():
         rows.append(steinrl.Trainer(cfg).step())
     for key in ("train/surrogate", "train/value_loss", "train/explained_variance", "train/bandwidth"):
         assert rows[1][key] == pytest.approx(rows[0][key], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("algo, seeds", [("svgd-a2c", None), ("s2vgd-ppo", [3, 4]), ("svgd-reinforce", [0, 1, 2])])
+def test_an_iteration_reads_the_device_once(algo, seeds, monkeypatch):
+    """A whole iteration on a device task (rollout, advantages, update, critic, every logged
+    scalar and the finiteness of every quantity) makes one host transfer (the job's
+    ``to_host``) and no other synchronising op, for one seed and for seed batches."""
+    import steinrl.rl.job as job_module
+
+    cfg = steinrl.load_config(algo, "CartpoleSwingUp", {"particles": 2, "envs_per_particle": 4, "batch_size": 40,
+                                                         "rollout.sampling": "continuing", "critic.steps": 2,
+                                                         "rollout.env_backend": "torch"} if algo != "svgd-reinforce"
+                              else {"particles": 2, "envs_per_particle": 4, "batch_size": 40,
+                                    "rollout.sampling": "cut", "rollout.env_backend": "torch"})
+    trainer = steinrl.Trainer(cfg, seeds)
+    trainer.step_seeds()  # warm-up (first-call allocations)
+    transfers = []
+    real = job_module.to_host
+
+    def counted(values):
+        transfers.append(len(values))
+        return real(values)
+
+    monkeypatch.setattr(job_module, "to_host", counted)
+    with RecordOps() as recorder:
+        rows = trainer.step_seeds()
+    assert len(transfers) == 1 and len(rows) == len(seeds or [0])
+    assert not (recorder.ops & SYNC_OPS), recorder.ops & SYNC_OPS

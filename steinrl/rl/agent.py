@@ -39,7 +39,7 @@ from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
 
-__all__ = ["SVPGAgent", "NonFiniteError", "iteration_seed", "build_policy"]
+__all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy"]
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -47,13 +47,29 @@ def iteration_seed(seed: int, iteration: int) -> int:
     return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
-def check_finite(values: Tensor | list[Tensor | None], what: str, iteration: int) -> None:
-    """Raise :class:`NonFiniteError` naming the particles whose ``values`` (each ``(M, ...)``) are not finite."""
-    present = [values] if isinstance(values, Tensor) else [t for t in values if t is not None]
-    ok = torch.isfinite(flatten([t.detach() for t in present])).all(1)
-    if not bool(ok.all()):
-        bad = torch.nonzero(~ok).flatten().tolist()
-        raise NonFiniteError(f"non-finite {what} at iteration {iteration} in particle(s) {bad}")
+class FiniteFlags:
+    """Which particles stayed finite in each quantity of one iteration: ``(M,)`` bool per
+    quantity, in the order first seen, gathered on the device without a host sync; the job
+    reads them with the iteration's other values (one transfer) and :meth:`raise_if_any`."""
+
+    def __init__(self) -> None:
+        self.flags: dict[str, Tensor] = {}
+
+    def add(self, what: str, values: Tensor | list[Tensor | None]) -> None:
+        """AND the finiteness of ``values`` (each ``(M, ...)``) into quantity ``what``."""
+        present = [values] if isinstance(values, Tensor) else [t for t in values if t is not None]
+        for t in present:
+            ok = torch.isfinite(t.detach().reshape(t.shape[0], -1)).all(1)
+            self.flags[what] = ok if what not in self.flags else self.flags[what] & ok
+
+    @staticmethod
+    def raise_if_any(host: dict[str, np.ndarray], iteration: int) -> None:
+        """Raise :class:`NonFiniteError` for the first quantity (in the order computed) of
+        ``host`` (:attr:`flags` on the host) that is not finite, naming its particles."""
+        for what, ok in host.items():
+            if not ok.all():
+                bad = np.flatnonzero(~ok.astype(bool)).tolist()
+                raise NonFiniteError(f"non-finite {what} at iteration {iteration} in particle(s) {bad}")
 
 
 def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space,
@@ -82,8 +98,8 @@ class UpdateStats:
     explained_variance: Tensor | None  # (M,), NaN where the targets are constant
     extra: dict[str, Tensor] = field(default_factory=dict)  # (M,) each: clip_fraction, approx_kl, grad_norm
 
-    def per_group(self, groups: int = 1) -> list[dict[str, float]]:
-        """The scalars logged under ``train/``, one dict per group of particles (seed)."""
+    def group_means(self, groups: int = 1) -> dict[str, Tensor]:
+        """The scalars logged under ``train/``, each ``(groups,)`` (one per seed), on the device."""
         columns = {"surrogate": self.surrogate, "log_prior": self.log_prior, "entropy": self.entropy}
         if self.value_loss is not None:
             columns["value_loss"] = self.value_loss
@@ -92,8 +108,7 @@ class UpdateStats:
         if self.explained_variance is not None:
             rows["explained_variance"] = self.explained_variance.view(groups, -1).nanmean(1)
         rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.svgd.items()})
-        table = torch.stack([v.double().cpu() for v in rows.values()], 1).tolist()  # one transfer
-        return [dict(zip(rows, values)) for values in table]
+        return rows
 
 
 def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
@@ -170,11 +185,13 @@ class SVPGAgent:
             # a device task's batch keeps every particle's (T * E) columns: no host sync to trim them
             self.trim = sampler.task.host
             act = policy.actor(noise, sample=self._compiled_sample(), host=sampler.task.host)
+            self.finite = FiniteFlags()  #: this iteration's finiteness, checked by the job (no sync here)
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
-                sampler.check_finite()
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
+            if sampler.action_finite is not None:  # a device task's actions, flagged by the sampler
+                self.finite.add("action", sampler.action_finite)
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
         policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return batch
@@ -217,7 +234,7 @@ class SVPGAgent:
         if self.critic is not None and not self._joint_critic():
             critic_seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
             value_loss = self.critic.fit(data, critic_seeds[0] if len(critic_seeds) == 1 else critic_seeds)
-            check_finite(value_loss[:, None], "value loss", iteration)
+            self.finite.add("value loss", value_loss)
         return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
                            entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
                            explained_variance=est.explained_variance, extra=mean)
@@ -259,7 +276,7 @@ class SVPGAgent:
         # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
         mask = part["mask"] if ent_coef or est.minibatches > 1 else None
         log_prob, entropy = policy.head.log_prob(policy.outputs(part["obs"], policy.dense()), part["actions"], mask)
-        check_finite(log_prob, "log-probability", iteration)
+        self.finite.add("log-probability", log_prob)
         old = part.get("old_log_prob")
         surrogate = est.surrogate(log_prob, old, part["advantages"], part["mask"])  # (M,)
         objective = surrogate + ent_coef * entropy if ent_coef else surrogate
@@ -267,7 +284,7 @@ class SVPGAgent:
         value_loss = None
         if self._joint_critic():
             value_loss = self.critic.value_loss(part["obs"], part["targets"], part["mask"], part.get("old_values"))
-            check_finite(value_loss, "value loss", iteration)
+            self.finite.add("value loss", value_loss)
         critic_opt = self.critic.optimizer if value_loss is not None else None
         particles = policy.particle_parameters() + self.prior.particle_parameters()
         grad_norm = None
@@ -279,8 +296,8 @@ class SVPGAgent:
         # 4. The particle update: φ from all particles' gradients, handed to the optimizer
         #    (then the head's own and a joint critic's steps): core.optim's one step.
         info = gradient_step(backward, [self.svgd, self.own_opt, critic_opt],
-                             on_gradients=lambda: check_finite([p.grad for p in particles], "gradient", iteration))
-        check_finite(particles, "parameter", iteration)
+                             on_gradients=lambda: self.finite.add("gradient", [p.grad for p in particles]))
+        self.finite.add("parameter", particles)
         step = {"surrogate": surrogate.detach(), "entropy": entropy.detach(), "log_prior": log_prior.detach(),
                 "svgd": info, **(est.diagnostics(log_prob.detach(), old, part["mask"]) if old is not None else {})}
         if value_loss is not None:
@@ -305,11 +322,11 @@ class SVPGAgent:
         value_term = None if value_loss is None else self.critic.vf_coef * value_loss.sum()
         if max_norm is None:
             log_target = objective / temperature + prior_weight * log_prior
-            check_finite(log_target, "log target (surrogate / temperature + prior)", iteration)
+            self.finite.add("log target (surrogate / temperature + prior)", log_target)
             loss = -log_target.sum()
             (loss if value_term is None else loss + value_term).backward()
             return None
-        check_finite(objective, "objective", iteration)
+        self.finite.add("objective", objective)
         loss = -objective.sum()
         (loss if value_term is None else loss + value_term).backward()
         policy_params = self.policy.particle_parameters()

@@ -82,9 +82,9 @@ class PolicyHead(nn.Module):
         """Head parameters following their own per-particle gradient (their own optimizer)."""
         return []
 
-    def diagnostics(self, groups: int = 1) -> list[dict[str, float]]:
-        """Scalars to log under ``train/``, one dict per group of particles (seed)."""
-        return [{} for _ in range(groups)]
+    def diagnostics(self, groups: int = 1) -> dict[str, Tensor]:
+        """Scalars to log under ``train/``, each ``(groups,)`` (one per group of particles, a seed)."""
+        return {}
 
 
 class GaussianHead(PolicyHead):
@@ -139,9 +139,8 @@ class GaussianHead(PolicyHead):
     def own_parameters(self) -> list[nn.Parameter]:
         return [] if self.log_std_in_kernel else [self.log_std]
 
-    def diagnostics(self, groups: int = 1) -> list[dict[str, float]]:
-        std = self.log_std.detach().exp().view(groups, -1).mean(1).tolist()  # each seed's own
-        return [{"policy_std": value} for value in std]
+    def diagnostics(self, groups: int = 1) -> dict[str, Tensor]:
+        return {"policy_std": self.log_std.detach().exp().view(groups, -1).mean(1)}  # each seed's own
 
 
 class CategoricalHead(PolicyHead):

@@ -25,7 +25,7 @@ from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
-from steinrl.rl.agent import SVPGAgent
+from steinrl.rl.agent import FiniteFlags, SVPGAgent
 from steinrl.rl.critics import CRITICS
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.heads import HEADS
@@ -33,7 +33,7 @@ from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
 from steinrl.rl.tasks import DeviceTask, HostTask
 
-__all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs"]
+__all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs", "to_host"]
 
 
 def _nullable_non_negative(value: Any) -> str | None:
@@ -102,11 +102,23 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
     return seeds
 
 
-def episode_scalars(episode_stats: Tensor) -> dict[str, float]:
+def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
+    """Every value of an iteration, as float64 numpy arrays of their shapes, in one transfer
+    from the device (one host synchronisation, however many values)."""
+    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()]).cpu().numpy()
+    out, i = {}, 0
+    for name, v in values.items():
+        out[name] = flat[i:i + v.numel()].reshape(tuple(v.shape))
+        i += v.numel()
+    return out
+
+
+def episode_scalars(episode_stats: Tensor | np.ndarray) -> dict[str, float]:
     """Rollout scalars from a batch's ``episode_stats`` ``(3, M)``: SB3's ``ep_rew_mean`` /
     ``ep_len_mean`` and the papers' max over particles of each particle's mean return over
     the episodes it completed in the batch."""
-    return_sum, length_sum, count = episode_stats.cpu().numpy()  # (M,) each: one transfer
+    stats = episode_stats.cpu().numpy() if isinstance(episode_stats, Tensor) else episode_stats
+    return_sum, length_sum, count = stats  # (M,) each
     total = count.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         per_particle = return_sum / count  # NaN for a particle without a finished episode
@@ -316,16 +328,21 @@ class PolicyGradientJob:
         if hooks is not None and hooks.on_rollout_end is not None and hooks.on_rollout_end(iteration, batch) is False:
             return None
         stats = self.agent.update(batch, iteration, self.progress(iteration))
-        t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
-        steps = batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)).tolist()  # valid env steps per seed
+        train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
+        host = to_host({"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
+                        "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
+                        **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}})  # the one transfer
+        t2 = time.perf_counter()
+        FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
+                                 iteration)
+        steps = host["steps"]
         self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
         self.seconds += t2 - t0
-        episodes = batch.episode_stats.cpu()
         rows = []
-        for s, (train, head) in enumerate(zip(stats.per_group(S), self.agent.policy.head.diagnostics(S))):
-            scalars = episode_scalars(episodes[:, s * M:(s + 1) * M])
-            scalars.update({f"train/{k}": v for k, v in {**train, **head}.items()})
+        for s in range(S):
+            scalars = episode_scalars(host["episodes"][:, s * M:(s + 1) * M])
+            scalars.update({k: float(host[k][s]) for k in host if k.startswith("train/")})
             scalars.update({
                 "time/fps": steps[s] / (t2 - t0),
                 "time/rollout_fps": steps[s] / (t1 - t0),

@@ -203,11 +203,12 @@ class Sampler:
             return self.carry
         return Start.fresh(self.task.reset(seed))
 
-    def check_finite(self) -> None:
-        """Raise :class:`NonFiniteError` naming the particles if the last batch had a
-        non-finite action (one sync; tasks that check actions raised already)."""
-        if self._finite is not None and not bool(self._finite.all()):
-            raise NonFiniteError(f"non-finite action in particle(s) {torch.nonzero(~self._finite).flatten().tolist()}")
+    @property
+    def action_finite(self) -> Tensor | None:
+        """``(M,)`` whether each particle's actions in the last batch were finite, for a device
+        task (no sync: the caller checks it with the iteration's other values); None for a
+        task that checks actions itself (it raised already)."""
+        return self._finite
 
     def collect(self, act: ActFn, steps_per_particle: int, *, mode: str = "whole_episodes",
                 seed: int | list[int] | None = None) -> Batch:
@@ -251,7 +252,7 @@ class Sampler:
                     break
                 t0 = t + 1
         obs = torch.as_tensor(obs)
-        # a device task does not look at actions: flag them here, checked by check_finite (no sync now)
+        # a device task does not look at actions: flag them here (no sync now; see action_finite)
         self._finite = None if self.task.checks_actions else torch.isfinite(self._act[:T].view(T, M, -1)).all(2).all(0)
         if T == t + 1:  # (else obs[T] was written by the loop)
             self._obs[T] = obs
