@@ -98,6 +98,10 @@ def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evalua
     if args.video and loaded and loaded[0][1] is None:
         raise ConfigError(f"--video needs a run with a policy to act with; {args.runs[0]} ({loaded[0][0].algo}) is "
                           "scored by the metrics it logged")
+    if args.video and loaded:
+        from steinrl.rl.evaluation import check_video
+
+        check_video(loaded[0][0])  # a renderer that cannot start stops here, before anything is written
     if args.plot:
         try:
             plot_runs(args.runs, args.plot, key=args.key)

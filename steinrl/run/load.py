@@ -47,6 +47,8 @@ def load_run(path: str | Path, device: str = "cpu") -> tuple[Config, Any, Path]:
         raise CheckpointError(f"{ckpt_path} is not a steinrl checkpoint (no job state)")
     try:
         policy = parse_algo(cfg.algo).job.load_policy(cfg, job_state, device)
+    except ConfigError:  # the user's setting (e.g. a renderer), said as it is
+        raise
     except (KeyError, TypeError, RuntimeError, ValueError) as exc:
         raise CheckpointError(f"{ckpt_path} does not hold this run's policy "
                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
