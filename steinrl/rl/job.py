@@ -25,8 +25,9 @@ from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
-from steinrl.rl.agent import FiniteFlags, SVPGAgent
+from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
+from steinrl.rl.diagnostics import FiniteFlags
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
