@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from steinrl.registry import Option
 
-__all__ = ["Job", "HeadlineMode"]
+__all__ = ["Job", "HeadlineMode", "headline_summary"]
 
 #: ``max``: a larger headline value is better (returns); ``min``: smaller is better (regret).
 HeadlineMode = Literal["max", "min"]
@@ -89,3 +89,15 @@ class Job(Protocol):
         """Continue from one state per seed (:meth:`state_dict`)."""
 
     def close(self) -> None: ...
+
+
+def headline_summary(rows: list[dict[str, float]], key: str, mode: HeadlineMode = "max",
+                     steps_key: str = "time/total_env_steps") -> str:
+    """``final X, best Y (key); N env steps`` from a run's metric rows (NaN rows skipped)."""
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
+    steps = next((r[steps_key] for r in reversed(rows) if steps_key in r), None)
+    done = "" if steps is None else f"; {steps:,.0f} env steps"
+    if not values:
+        return f"no completed episodes{done}"
+    best = max(values) if mode == "max" else min(values)
+    return f"final {values[-1]:.1f}, best {best:.1f} ({key}){done}"

@@ -32,6 +32,7 @@ import torch
 from steinrl import envs
 from steinrl.baselines.hyperparams import ACTIVATIONS, sb3_options
 from steinrl.errors import ConfigError
+from steinrl.job import headline_summary
 from steinrl.registry import Option
 
 __all__ = ["NormalizedPolicy", "SB3PPOJob", "make_vec_env"]
@@ -128,6 +129,8 @@ class SB3PPOJob:
     headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
+    #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
+    check_env = staticmethod(envs.resolve_env_id)
     options: tuple[Option, ...] = (
         Option("particles", int, 1, "Unused: SB3's PPO trains one policy (kept so that shared task files apply).",
                check=lambda v: None if v >= 1 else "must be >= 1"),
@@ -156,20 +159,12 @@ class SB3PPOJob:
 
     @classmethod
     def summary(cls, rows: list[dict[str, float]]) -> str:
-        key = cls.headline_metric
-        values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
-        steps = rows[-1].get("time/total_env_steps", float("nan")) if rows else float("nan")
-        return (f"final {values[-1]:.1f}, best {max(values):.1f} ({key}), {steps:.0f} env steps" if values
-                else "no completed episodes")
+        return headline_summary(rows, cls.headline_metric, cls.headline_mode)
 
     @staticmethod
     def progress_fields(scalars: dict[str, float]) -> dict[str, str]:
         return {"ret": f"{scalars['rollout/ep_rew_mean']:.1f}", "steps": f"{scalars['time/total_env_steps']:.0f}",
                 "sps": f"{scalars['time/fps']:.0f}"}
-
-    @staticmethod
-    def check_env(name: str) -> None:
-        envs.resolve_env_id(name)
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> NormalizedPolicy:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -24,6 +25,7 @@ from steinrl.core.methods import METHODS
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
+from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
@@ -176,12 +178,7 @@ class PolicyGradientJob:
 
     @classmethod
     def summary(cls, rows: list[dict[str, float]]) -> str:
-        key = cls.headline_metric
-        values = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
-        steps = next((r["time/total_env_steps"] for r in reversed(rows) if "time/total_env_steps" in r), None)
-        done = "" if steps is None else f"; {steps:,.0f} env steps"
-        return (f"final {values[-1]:.1f}, best {max(values):.1f} ({key}){done}" if values
-                else f"no completed episodes{done}")
+        return headline_summary(rows, cls.headline_metric, cls.headline_mode)
 
     @classmethod
     def sections(cls, method: str, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
@@ -235,10 +232,8 @@ class PolicyGradientJob:
         return {"ret": f"{scalars['rollout/ep_rew_mean']:.1f}", "best": f"{scalars['rollout/ep_rew_max_particle']:.1f}",
                 "sps": f"{scalars['time/fps']:.0f}"}
 
-    @staticmethod
-    def check_env(name: str) -> None:
-        """Raise a :class:`~steinrl.errors.ConfigError` if ``name`` is not a known task."""
-        envs.resolve_env_id(name)
+    #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
+    check_env = staticmethod(envs.resolve_env_id)
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
