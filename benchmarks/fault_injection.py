@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     base.mkdir(parents=True, exist_ok=True)
     try:
         t0 = time.monotonic()
-        runs = [k for k in args.kinds if k in KINDS]
-        done = run_trials(runs, signals, args, base) if runs else []
+        run_kinds = [k for k in args.kinds if k in KINDS]
+        done = run_trials(run_kinds, signals, args, base) if run_kinds else []
         sweeps = []
         if "sweep" in args.kinds:
             from fault_injection_sweep import sweep_trials

@@ -1,13 +1,13 @@
 #!/usr/bin/env python
 """The sweep driver under ``kill -9``: ``benchmarks/fault_injection.py --kinds sweep``.
 
-    python benchmarks/fault_injection_sweep.py [--trials 3] [--seed 0] [--out DIR]
+    python benchmarks/fault_injection_sweep.py [--trials 3] [--seed 0] [--out DIR] [--source DIR]
 
 The spec is configs/sweeps/smoke.yaml (2 algorithms x 2 seeds on Cartpole, tiny batches)
-with 12 iterations and a checkpoint every 2. One uninterrupted sweep is the reference.
-Each trial starts ``steinrl sweep SPEC --out DIR``, waits until its trials have reported
-a random number of iterations between them (1 .. 44 of 48) plus a random delay of up to
-a second, kills the driver with SIGKILL, waits up to 60 s for the Ray processes it started
+with 24 iterations and a checkpoint every 2. One uninterrupted sweep is the reference.
+Each trial starts ``steinrl sweep SPEC --out DIR``, waits until its trials have written a
+random number of checkpoints between them (1 .. 40 of 48) plus a random delay of up to
+0.2 s, kills the driver with SIGKILL, waits up to 60 s for the Ray processes it started
 to go (those still running then are counted as orphans and killed), and runs the same
 command again.
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import csv
 import json
 import os
@@ -39,7 +38,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS, TRIALS = 12, 4  # iterations per sweep trial, sweep trials (2 algos x 2 seeds)
+STEPS, TRIALS, EVERY = 24, 4, 2  # iterations per sweep trial, sweep trials (2 algos x 2 seeds), checkpoint every
 TIMEOUT = 900.0
 
 
@@ -63,7 +62,7 @@ class SweepTrial:
 
 def write_spec(path: Path) -> Path:
     spec = yaml.safe_load((ROOT / "configs" / "sweeps" / "smoke.yaml").read_text())
-    spec.update(iterations=STEPS, checkpoint_every=2, num_cpus=2)
+    spec.update(iterations=STEPS, checkpoint_every=EVERY, num_cpus=2)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
@@ -77,13 +76,15 @@ def child_env(source: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
 
 
-def reported(out: Path) -> int:
-    """Iterations the sweep's trials have reported so far (lines of their result.json)."""
-    total = 0
-    for path in out.glob("ray/*/*/result.json"):
-        with contextlib.suppress(OSError):  # a trial directory being moved
-            total += path.read_bytes().count(b"\n")
-    return total
+def checkpoints(out: Path) -> int:
+    """Checkpoints the sweep's trials have written so far: per trial, its newest checkpoint's
+    index + 1 (Ray numbers them checkpoint_000000, checkpoint_000001, ...)."""
+    newest: dict[Path, int] = {}
+    for path in out.glob("ray/*/*/checkpoint_*"):
+        index = path.name.removeprefix("checkpoint_")
+        if index.isdigit():
+            newest[path.parent] = max(newest.get(path.parent, -1), int(index))
+    return sum(i + 1 for i in newest.values())
 
 
 def session_processes(sid: int) -> list[int]:
@@ -112,21 +113,21 @@ def table(out: Path) -> tuple[dict[tuple, dict[str, str]], collections.Counter]:
 
 def kill_once(trial: SweepTrial, spec: Path, out: Path, source: Path, rng: random.Random) -> None:
     """Start the sweep, SIGKILL its driver mid-trial, wait for its Ray processes to go."""
-    target, delay = rng.randint(1, STEPS * TRIALS - 4), rng.uniform(0.0, 1.0)
-    trial.notes.append(f"kill@reported={target}+{delay * 1e3:.0f}ms")
+    target, delay = rng.randint(1, STEPS // EVERY * TRIALS - 8), rng.uniform(0.0, 0.2)
+    trial.notes.append(f"kill@checkpoints={target}+{delay * 1e3:.0f}ms")
     with open(out.parent / f"{out.name}.log", "ab") as log:
         proc = subprocess.Popen(command(spec, out), stdout=log, stderr=subprocess.STDOUT, cwd=source,
                                 env=child_env(source), start_new_session=True)
     t0 = time.monotonic()
-    while proc.poll() is None and reported(out) < target and time.monotonic() - t0 < TIMEOUT:
-        time.sleep(0.05)
+    while proc.poll() is None and checkpoints(out) < target and time.monotonic() - t0 < TIMEOUT:
+        time.sleep(0.02)
     time.sleep(delay)
     if proc.poll() is not None:
         trial.problems.append(f"the sweep ended (exit {proc.returncode}) before the kill point")
         return
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    trial.notes.append(f"killed_at={reported(out)}")
+    trial.notes.append(f"killed_at={checkpoints(out)}")
     deadline = time.monotonic() + 60
     while session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -189,12 +190,15 @@ def sweep_trials(n: int, seed: int, base: Path, source: Path = ROOT) -> list[Swe
         if trial.ok:
             again = subprocess.run(command(spec, out), capture_output=True, text=True, cwd=source,
                                    env=child_env(source), timeout=TIMEOUT)
+            with open(out.parent / f"{out.name}.log", "a") as log:
+                log.write(f"\n$ the same command again\n{again.stdout}{again.stderr}[exit {again.returncode}]\n")
             trial.notes.append(f"again={again.returncode}" + (" (continued)" if "continuing" in again.stderr else ""))
             if again.returncode != 0:
                 trial.problems.append(f"the same command again exited {again.returncode}: "
                                       f"{again.stderr.strip().splitlines()[-1:]}")
             if "Traceback" in again.stderr:
-                trial.problems.append("the same command again printed a traceback")
+                trace = [line for line in again.stderr.splitlines() if line.strip()][-1:]
+                trial.problems.append(f"the same command again printed a traceback ({trace[0][:200] if trace else ''})")
             trial.notes.append(f"restored_trials={restored(out)}")
             check(trial, out, ref)
         print(trial.line(), flush=True)
@@ -207,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=3, help="kill -9 trials")
     p.add_argument("--seed", type=int, default=0, help="seed of the random kill points")
     p.add_argument("--out", help="working directory (default: a temporary one, deleted)")
+    p.add_argument("--source", help="the tree whose steinrl runs (default: this repository)")
     args = p.parse_args(argv)
     if args.trials < 1:
         p.error("--trials must be >= 1")
+    source = Path(args.source).resolve() if args.source else ROOT
+    if not (source / "steinrl").is_dir():
+        p.error(f"--source {args.source} has no steinrl package")
     tmp = None if args.out else tempfile.mkdtemp(prefix="steinrl-fault-sweep-")
     try:
-        done = sweep_trials(args.trials, args.seed, Path(args.out or tmp))
+        done = sweep_trials(args.trials, args.seed, Path(args.out or tmp), source)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -330,8 +330,10 @@ def _tuner(tune: Any, spec: Spec, trials: list[dict[str, Any]], out: Path) -> An
                        search_alg=OptunaSearch(seed=spec.seeds[0]), num_samples=spec.search.num_samples)
     run_config = tune.RunConfig(
         name=spec.path.stem, storage_path=str(out / "ray"), progress_reporter=reporter, verbose=1,
+        # every checkpoint is kept: after a kill -9, Ray's saved record of a trial's latest checkpoint can
+        # lag behind the trial, and a restore needs the checkpoint that record names
         checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=spec.checkpoint_every, checkpoint_at_end=True,
-                                                num_to_keep=2))
+                                                num_to_keep=None))
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune.TuneConfig(**options),
                       run_config=run_config)
 
