@@ -20,6 +20,14 @@ j including j = i (as in the SVPG code). :class:`SVGD` hands −φ to a torch op
 
 Bandwidth rules (``bandwidth=``: ``"svpg"``, the default, ``"s2vgd"`` or a fixed h) are
 those of :func:`steinrl.core.kernels.bandwidth`, the same for every kernel.
+
+At scale (M ≈ 10³, D ≈ 10⁶) the work is three M×M×D products: the particle Gram ΘΘᵀ, the
+kernel product, and the Gram GGᵀ that only feeds the logged ``attractive_norm`` (computed by
+default only up to D = :data:`ATTRACTIVE_NORM_MAX_DIM`). ``precision="bf16"`` runs the last two
+with bfloat16 operands on any device; the particle Gram stays in full precision, since the
+distances ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ cancel and would hand the bandwidth bf16's (or TF32's)
+relative error, amplified by ‖c‖²/d². (steinrl never turns on torch's TF32 flags: they are
+process-wide and would reach that Gram too.)
 """
 
 from __future__ import annotations
@@ -48,10 +56,16 @@ __all__ = [
     "INDEPENDENT",
     "BANDWIDTH_RULES",
     "OPTIMIZERS",
+    "PRECISIONS",
+    "ATTRACTIVE_NORM_MAX_DIM",
 ]
 
 #: The kernel name of independent particles (κ = I: no coupling), beside the registered kernels.
 INDEPENDENT = "independent"
+#: Precisions of the kernel product (``precision=`` of :func:`svgd_direction`).
+PRECISIONS = ("full", "bf16")
+#: By default :func:`svgd_direction` reports ``attractive_norm`` only up to this D (it costs a Gram matrix).
+ATTRACTIVE_NORM_MAX_DIM = 100_000
 _bandwidth = bandwidth  # the module function, for use where an argument shadows the name
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": adam,  # torch's Adam, fused where available
@@ -81,6 +95,12 @@ def check_kernel(kernel: str) -> None:
         raise ValueError(f"unknown kernel {kernel!r}; choices: {[*KERNELS, INDEPENDENT]}")
 
 
+def check_precision(precision: str) -> None:
+    """Raise ``ValueError`` unless ``precision`` is one of :data:`PRECISIONS`."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choices: {list(PRECISIONS)}")
+
+
 def rbf_kernel(theta: Tensor, bandwidth: str | float = "svpg") -> tuple[Tensor, Tensor]:
     """RBF kernel matrix κ_ij = exp(−‖θ_i − θ_j‖²/h): ``(K (M, M), h scalar)`` for ``theta (M, D)``
     (:func:`steinrl.core.kernels.kernel_matrix` of ``"rbf"``)."""
@@ -94,6 +114,8 @@ def svgd_direction(
     *,
     kernel: str = "rbf",
     bandwidth: str | float = "svpg",
+    attractive_norm: bool | None = None,
+    precision: str = "full",
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The SVGD ascent direction φ for every particle, fused.
 
@@ -103,25 +125,34 @@ def svgd_direction(
     :param kernel: a registered kernel (``"rbf"``, the papers' SVGD, or ``"imq"``; see
         :mod:`steinrl.core.kernels`) or ``"independent"`` (κ = I, no repulsion: φ = g).
     :param bandwidth: rule or fixed h, see :func:`bandwidth` (one h per group).
+    :param attractive_norm: report ``"attractive_norm"`` for a kernel: it costs the M×M Gram
+        matrix of the gradients, M²D multiply-adds (a third of the direction's FLOPs at large M).
+        None (default): only for D ≤ :data:`ATTRACTIVE_NORM_MAX_DIM`.
+    :param precision: ``"full"`` (default: everything in theta's dtype) or ``"bf16"``: the kernel
+        product(s) with G (and the Gram of the gradients) take bfloat16 operands (fp32
+        accumulation; each element of φ off by at most ~3·2⁻⁸ of Σ_j |K_ij / M| |(G − (2/h)Θ)_jd|).
+        The Gram matrix of the centred particles stays in full precision on every setting:
+        distances come from it by a subtraction that cancels, and the bandwidth and K with them.
     :return: ``(phi, info)``, phi shaped like theta, info of detached tensors (0-dim, or
         ``(G,)`` per group):
         ``"bandwidth"`` h (for ``"independent"``: the h a kernel would use),
         ``"mean_pairwise_distance"`` mean ‖θ_i − θ_j‖ over i ≠ j,
         ``"kernel_mean"`` mean off-diagonal κ_ij (0 for ``"independent"``),
-        ``"attractive_norm"`` / ``"repulsive_norm"`` Frobenius norms of the two terms
-        (``(M, D)`` each). With M = 1 there are no pairs: distance and kernel mean are 0.
+        ``"attractive_norm"`` (when computed) / ``"repulsive_norm"`` Frobenius norms of the
+        two terms (``(M, D)`` each). With M = 1 there are no pairs: distance and kernel mean are 0.
 
     Runs under ``torch.no_grad`` (φ is an update direction, not differentiated);
     ``theta`` and ``grad`` are not modified.
     """
     check_kernel(kernel)
+    check_precision(precision)
     if theta.dim() not in (2, 3) or grad.shape != theta.shape:
         raise ValueError(f"theta and grad must both be (M, D) or (G, M, D), got {tuple(theta.shape)} and "
                          f"{tuple(grad.shape)}")
     M = theta.shape[-2]
     n_pairs = max(M * (M - 1), 1)
     c = theta - theta.mean(dim=-2, keepdim=True)  # (G) M D, centred (everything below is translation-invariant)
-    gram = c @ c.mT  # (G) M M
+    gram = c @ c.mT  # (G) M M, always full precision: the distances below cancel
     sq = sq_dists_from_gram(gram)  # (G) M M
     h = _bandwidth(sq, bandwidth)  # (G)
     mean_dist = sq.sqrt().sum((-2, -1)) / n_pairs
@@ -138,34 +169,47 @@ def svgd_direction(
     hh = h[..., None, None]  # (G) 1 1
     K, R = KERNELS.get(kernel).matrices(sq, hh)  # (G) M M each; R is K for rbf
     rowsum = R.sum(dim=-1, keepdim=True)  # (G) M 1
-    scale = 2.0 / hh  # the 2/h of the repulsive term
-    gram_g = grad @ grad.mT  # (G) M M, for the diagnostics below
-    if R is K:
-        # φ = (1/M)[K G + (2/h)(Θ ⊙ rowsum(K) − K Θ)] = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ]
-        # (Θ centred): one matmul and two elementwise passes over (M, D), written into the
-        # buffer of Θ (each fresh (M, D) buffer costs page faults on CPU for large D).
-        shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
-        if theta.dim() == 2:
-            phi = c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D (c is consumed)
-        else:
-            phi = torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
-        del shifted
-    else:  # φ = (1/M)[K G − (2/h) R Θ + (2/h) rowsum(R) ⊙ Θ]: two matmuls
-        phi = torch.matmul(K / M, grad).sub_(torch.matmul(R * (scale / M), c)).addcmul_(c, rowsum * (scale / M))
-    del c
-    # Diagnostics from M×M Gram matrices, without forming the two (M, D) terms:
-    # ‖K G‖² = ⟨K (G Gᵀ) K⟩ and ‖(diag(rowsum R) − R) Θ‖² = ⟨L (Θ Θᵀ) L⟩.
+    info = {"bandwidth": h, "mean_pairwise_distance": mean_dist,
+            "kernel_mean": (K.sum((-2, -1)) - K.diagonal(dim1=-2, dim2=-1).sum(-1)) / n_pairs}
+    if attractive_norm or (attractive_norm is None and theta.shape[-1] <= ATTRACTIVE_NORM_MAX_DIM):
+        # ‖K G‖² = ⟨K (G Gᵀ) K⟩, from an M×M Gram matrix, without forming the (M, D) term
+        g = _operand(grad, precision)
+        att_sq = ((K @ (g @ g.mT).to(K.dtype)) * K).sum((-2, -1)).clamp_min(0.0)
+        info["attractive_norm"] = att_sq.sqrt() / M
+    # ‖(diag(rowsum R) − R) Θ‖² = ⟨L (Θ Θᵀ) L⟩: M³, no pass over D
     lap = torch.diag_embed(rowsum.squeeze(-1)) - R  # (G) M M
-    att_sq = ((K @ gram_g) * K).sum((-2, -1)).clamp_min(0.0)
-    rep_sq = ((lap @ gram) * lap).sum((-2, -1)).clamp_min(0.0)
-    info = {
-        "bandwidth": h,
-        "mean_pairwise_distance": mean_dist,
-        "kernel_mean": (K.sum((-2, -1)) - K.diagonal(dim1=-2, dim2=-1).sum(-1)) / n_pairs,
-        "attractive_norm": att_sq.sqrt() / M,
-        "repulsive_norm": rep_sq.sqrt() * (2.0 / h / M),
-    }
+    info["repulsive_norm"] = ((lap @ gram) * lap).sum((-2, -1)).clamp_min(0.0).sqrt() * (2.0 / h / M)
+    phi = _kernel_product(c, grad, K, R, rowsum, 2.0 / hh, precision)  # consumes c
     return phi, info
+
+
+def _operand(x: Tensor, precision: str) -> Tensor:
+    """``x`` as an operand of a reduced-precision product (``precision`` of :func:`svgd_direction`)."""
+    return x.to(torch.bfloat16) if precision == "bf16" else x
+
+
+def _kernel_product(c: Tensor, grad: Tensor, K: Tensor, R: Tensor, rowsum: Tensor, scale: Tensor,
+                    precision: str) -> Tensor:
+    """φ = (1/M)[K G − (2/h) R Θ + (2/h) rowsum(R) ⊙ Θ] ``(G) M D`` from centred ``c`` (overwritten
+    with φ), ``grad`` ``(G) M D``, ``K``, ``R`` ``(G) M M``, ``rowsum`` ``(G) M 1`` and ``scale`` = 2/h."""
+    M = c.shape[-2]
+    if R is K:
+        # φ = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ] (Θ centred): one matmul and two
+        # elementwise passes over (M, D), written into the buffer of Θ (each fresh (M, D)
+        # buffer costs page faults on CPU for large D).
+        if precision == "bf16":  # G − (2/h)Θ computed in full precision, stored as bf16 in the same pass
+            shifted = torch.empty(grad.shape, dtype=torch.bfloat16, device=grad.device)
+            torch.addcmul(grad, c, scale, value=-1.0, out=shifted)
+            return c.mul_(rowsum * (scale / M)).add_(_operand(K / M, precision) @ shifted)
+        shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
+        if c.dim() == 2:
+            return c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D
+        return torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
+    if precision == "bf16":  # two matmuls
+        rep = _operand(R * (scale / M), precision) @ _operand(c, precision)
+        att = _operand(K / M, precision) @ _operand(grad, precision)
+        return c.mul_(rowsum * (scale / M)).add_(att).sub_(rep)
+    return torch.matmul(K / M, grad).sub_(torch.matmul(R * (scale / M), c)).addcmul_(c, rowsum * (scale / M))
 
 
 def proximal_gradient(theta: Tensor, prev: Tensor) -> Tensor:
@@ -210,6 +254,9 @@ class SVGD:
     :param groups: G > 1 splits the leading dim into G consecutive groups of M / G
         particles (e.g. seeds trained in one batch); the kernel couples particles only within
         their group, and :meth:`step`'s info holds one value per group ``(G,)``.
+    :param attractive_norm: report the attractive term's norm (a Gram matrix of the gradients);
+        None (default): only for D ≤ :data:`ATTRACTIVE_NORM_MAX_DIM` (see :func:`svgd_direction`).
+    :param precision: ``"full"`` (default) or ``"bf16"`` kernel products (see :func:`svgd_direction`).
     """
 
     def __init__(
@@ -225,6 +272,8 @@ class SVGD:
         proximal: float = 0.0,
         max_norm: float | None = None,
         groups: int = 1,
+        attractive_norm: bool | None = None,
+        precision: str = "full",
     ) -> None:
         self.params = list(params)
         if not self.params:
@@ -246,6 +295,8 @@ class SVGD:
             raise ValueError(f"unknown optimizer {optimizer!r}; choices: {list(OPTIMIZERS)}")
         check_kernel(kernel)
         check_bandwidth_rule(bandwidth)
+        check_precision(precision)
+        self.scale_options = {"attractive_norm": attractive_norm, "precision": precision}
         if not (math.isfinite(proximal) and proximal >= 0):
             raise ValueError(f"proximal must be >= 0, got {proximal!r}")
         self.proximal = float(proximal)
@@ -274,10 +325,11 @@ class SVGD:
         if self.groups > 1:  # (G, M/G, D): the kernel within each group
             G = self.groups
             phi, info = self._direction(theta.view(G, -1, theta.shape[1]), g.view(G, -1, g.shape[1]),
-                                        kernel=self.kernel, bandwidth=self.bandwidth)
+                                        kernel=self.kernel, bandwidth=self.bandwidth, **self.scale_options)
             phi = phi.reshape(theta.shape)
         else:
-            phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth)
+            phi, info = self._direction(theta, g, kernel=self.kernel, bandwidth=self.bandwidth,
+                                        **self.scale_options)
         if self.proximal > 0:
             if self.prev_theta is not None:
                 phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)

@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from torch import nn
 
 from steinrl.core.kernels import BANDWIDTH_RULES, KERNELS, check_bandwidth_rule
-from steinrl.core.svgd import INDEPENDENT, OPTIMIZERS, SVGD
+from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, INDEPENDENT, OPTIMIZERS, PRECISIONS, SVGD
 from steinrl.registry import Option, Registry, non_negative, step_size
 
-__all__ = ["ParticleUpdate", "UPDATES", "UPDATE_OPTIONS", "KERNEL_OPTION", "make_update", "halved_lr"]
+__all__ = ["ParticleUpdate", "UPDATES", "UPDATE_OPTIONS", "KERNEL_OPTION", "SCALE_OPTIONS", "make_update",
+           "halved_lr"]
 
 
 def _check_bandwidth_option(value: str | float) -> str | None:
@@ -45,6 +46,18 @@ UPDATE_OPTIONS: tuple[Option, ...] = (
 #: The kernel of a coupled update (``svgd``).
 KERNEL_OPTION = Option("kernel", str, "rbf", "Stein kernel: rbf exp(-d²/h) (the papers') or imq (1 + d²/h)^(-1/2) "
                        "(inverse multiquadric, heavier tails).", choices=KERNELS.names)
+#: What a coupled update spends at large M and D (values of ``attractive_norm``: auto / on / off).
+SCALE_OPTIONS = (
+    Option("attractive_norm", str, "auto",
+           f"Log train/attractive_norm, which costs an MxM Gram of the gradients (M²D multiply-adds, a third of "
+           f"the SVGD step's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per particle), "
+           f"on or off.", choices=("auto", "on", "off")),
+    Option("kernel_precision", str, "full",
+           "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
+           "device; the particle Gram behind the distances and the bandwidth stays full precision.",
+           choices=PRECISIONS),
+)
+_NORM = {"auto": None, "on": True, "off": False}
 
 
 class ParticleUpdate:
@@ -58,7 +71,7 @@ class ParticleUpdate:
     def __init__(self, coupled: bool, doc: str) -> None:
         self.coupled = bool(coupled)
         self.doc = doc
-        self.options = (*UPDATE_OPTIONS, KERNEL_OPTION) if coupled else UPDATE_OPTIONS
+        self.options = (*UPDATE_OPTIONS, KERNEL_OPTION, *SCALE_OPTIONS) if coupled else UPDATE_OPTIONS
 
 
 #: Particle updates by name.
@@ -70,19 +83,24 @@ UPDATES.register("independent", ParticleUpdate(False, "No kernel: independent gr
 def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "adam", lr: float = 5e-3,
                 bandwidth: str | float = "svpg", kernel: str = "rbf", proximal_weight: float = 0.0,
                 lr_halving_every: int = 0, lr_halving_start: int = 200, groups: int = 1,
-                max_norm: float | None = None, optimizer_kwargs: dict | None = None) -> SVGD:
+                max_norm: float | None = None, optimizer_kwargs: dict | None = None, attractive_norm: str = "auto",
+                kernel_precision: str = "full") -> SVGD:
     """The :class:`SVGD` optimizer of the registered update ``name`` over ``params``.
 
-    ``kernel`` is used by a coupled update (``svgd``) and ignored by ``independent``.
+    ``kernel``, ``attractive_norm`` (auto / on / off) and ``kernel_precision`` (full / bf16) are used
+    by a coupled update (``svgd``) and ignored by ``independent``.
     ``lr_halving_every`` / ``lr_halving_start`` are the schedule of :func:`halved_lr`;
     the caller applies it (they are accepted here so a config section passes whole).
     ``groups``: independent groups of particles (seeds in one batch); ``max_norm``: per-particle
     clipping of φ; ``optimizer_kwargs``: extra arguments of the torch optimizer (see :class:`SVGD`).
     """
     update = UPDATES.get(name)
+    if attractive_norm not in _NORM:
+        raise ValueError(f"attractive_norm must be one of {list(_NORM)}, got {attractive_norm!r}")
     return SVGD(params, lr=lr, optimizer=optimizer, kernel=kernel if update.coupled else INDEPENDENT,
                 bandwidth=bandwidth, proximal=proximal_weight, groups=groups, max_norm=max_norm,
-                optimizer_kwargs=optimizer_kwargs)
+                optimizer_kwargs=optimizer_kwargs, attractive_norm=_NORM[attractive_norm],
+                precision=kernel_precision if update.coupled else "full")
 
 
 def halved_lr(lr: float, iteration: int, every: int, start: int) -> float:
