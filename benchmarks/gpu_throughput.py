@@ -43,6 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
+
 from steinrl.core.svgd import svgd_direction  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
@@ -168,7 +169,7 @@ def main() -> None:
     big = (math.nan, math.nan)
     for M in (16, 256, 1024):
         for D in (10_000, 1_000_000):
-            if device.type == "cpu" and M * D > args.svgd_cpu_limit and not args.full_svgd:
+            if device.type == "cpu" and args.svgd_cpu_limit < M * D and not args.full_svgd:
                 print(f"svgd M={M:5d} D={D:9,d}: skipped on cpu (M*D > {args.svgd_cpu_limit:.0e}; --full-svgd runs it)")
                 continue
             ms = svgd_ms(device, M, D, args.svgd_repeats)

@@ -17,15 +17,15 @@ from typing import Any
 __version__ = "0.2.0"
 
 from steinrl.core import (  # noqa: E402
+    LAYERS,
     METHODS,
+    PRIORS,
+    SVGD,
+    UPDATES,
     EnsembleMLP,
     GaussianPrior,
     InvGammaPrior,
     JointGammaPrior,
-    LAYERS,
-    PRIORS,
-    SVGD,
-    UPDATES,
     make_layer,
     make_prior,
     mlp_forward,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 from steinrl.errors import ConfigError
 

@@ -75,7 +75,7 @@ def test_kl_matches_the_dense_gaussian_formula(prior_mean):
     q.double()
     rng = np.random.default_rng(2)
     expected = 0.0
-    for i, layer in enumerate(q.layers):
+    for _i, layer in enumerate(q.layers):
         centre = layer.mean.detach().numpy().copy() if prior_mean == "init" else 0.0
         with torch.no_grad():
             layer.mean.add_(torch.as_tensor(rng.normal(0, 0.3, size=layer.mean.shape)))

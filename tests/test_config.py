@@ -1,11 +1,10 @@
 """Config resolution from the parts' declarations: keys, types, files, docs, packaging."""
 
 import configparser
-from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from steinrl.core.priors import PRIORS
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config, load_yaml, parse_set, read_run_config, save_config, schema

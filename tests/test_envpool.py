@@ -16,9 +16,9 @@ pytest.importorskip("mujoco", reason="needs the mujoco extra")
 
 import gymnasium as gym
 from scipy import stats
-from steinrl.envs.envpool import ENVPOOL_TASKS, EnvPoolVectorEnv
 
 from steinrl import envs
+from steinrl.envs.envpool import ENVPOOL_TASKS, EnvPoolVectorEnv
 from steinrl.errors import ConfigError
 
 

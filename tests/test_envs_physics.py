@@ -30,13 +30,13 @@ sp = pytest.importorskip("sympy")
 import steinrl.envs  # noqa: E402,F401  (registers the ids)
 from steinrl.envs.cartpole import (  # noqa: E402
     BALANCE_RESET_HIGH,
+    SWINGUP_RESET_HIGH,
+    SWINGUP_RESET_LOW,
     CartpoleEnv,
     CartPolePhysics,
     CartpoleSwingUpEnv,
     CartpoleSwingUpVectorEnv,
     CartpoleVectorEnv,
-    SWINGUP_RESET_HIGH,
-    SWINGUP_RESET_LOW,
 )
 from steinrl.envs.double_pendulum import (  # noqa: E402
     DoublePendulumEnv,

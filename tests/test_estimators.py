@@ -111,7 +111,8 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     mask = rng.random((M, B)) > 0.2
     base = LinearBaseline(M, d)
     samples = Samples(obs=torch.as_tensor(obs), actions=None, timestep=torch.as_tensor(t),
-                      mask=torch.as_tensor(mask, dtype=torch.float32), advantages=None, targets=torch.as_tensor(returns))
+                      mask=torch.as_tensor(mask, dtype=torch.float32), advantages=None,
+                      targets=torch.as_tensor(returns))
     before = base.fit(samples, seed=0)
     np.testing.assert_allclose(before.numpy(), [np.mean(returns[m][mask[m]] ** 2) for m in range(M)], rtol=1e-10)
     pred = base(torch.as_tensor(obs), torch.as_tensor(t)).numpy()

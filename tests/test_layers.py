@@ -240,7 +240,9 @@ def _by_hand_log_prior(layer, prior) -> torch.Tensor:
         n = g.shape[1]
         sq = g.detach().square().sum(1)
         if isinstance(prior, GaussianPrior):
-            total += torch.distributions.Normal(torch.tensor(0.0, dtype=F64), torch.tensor(math.sqrt(prior.variance), dtype=F64)).log_prob(g.detach()).sum(1)
+            normal = torch.distributions.Normal(torch.tensor(0.0, dtype=F64),
+                                                torch.tensor(math.sqrt(prior.variance), dtype=F64))
+            total += normal.log_prob(g.detach()).sum(1)
         else:
             a, b = prior.a, prior.b
             total += (
@@ -250,7 +252,8 @@ def _by_hand_log_prior(layer, prior) -> torch.Tensor:
     return total
 
 
-@pytest.mark.parametrize("kind,kwargs", [("gaussian", {}), ("householder", {"K": 0}), ("householder", {"K": 2}), ("kronecker", {})])
+@pytest.mark.parametrize("kind,kwargs", [("gaussian", {}), ("householder", {"K": 0}), ("householder", {"K": 2}),
+                                         ("kronecker", {})])
 @pytest.mark.parametrize("prior", [GaussianPrior(0.01), InvGammaPrior(1.0, 0.1)])
 def test_log_prior_is_sum_over_groups(kind, kwargs, prior):
     gen = torch.Generator().manual_seed(4)
@@ -261,7 +264,8 @@ def test_log_prior_is_sum_over_groups(kind, kwargs, prior):
     torch.testing.assert_close(got.detach(), _by_hand_log_prior(layer, prior), rtol=1e-12, atol=1e-10)
 
 
-@pytest.mark.parametrize("kind,kwargs", [("gaussian", {}), ("householder", {"K": 1}), ("householder", {"K": 0}), ("kronecker", {})])
+@pytest.mark.parametrize("kind,kwargs", [("gaussian", {}), ("householder", {"K": 1}), ("householder", {"K": 0}),
+                                         ("kronecker", {})])
 @pytest.mark.parametrize("gain", [1.0, 0.01])
 def test_init_scale_like_dense(kind, kwargs, gain):
     torch.manual_seed(5)
@@ -286,10 +290,7 @@ def test_forward_gradient_dtype_and_generator(kind):
         torch.testing.assert_close(y, ref)
         y.square().sum().backward()
         for name, p in layer.named_parameters():
-            if name in ("A", "B"):
-                p = torch.tril(p.grad, -1)
-            else:
-                p = p.grad
+            p = torch.tril(p.grad, -1) if name in ("A", "B") else p.grad
             assert p is not None and torch.all(torch.isfinite(p)) and torch.any(p != 0), name
     # the same generator seed reproduces the layer; a different one does not
     a = make_layer(kind, 2, 3, 3, generator=torch.Generator().manual_seed(7))

@@ -10,10 +10,10 @@ import sys
 import gymnasium as gym
 import pytest
 from conftest import ROOT, trained_run
-from steinrl.envs import envpool as envpool_adapter
-from steinrl.envs.rendering import choose_mujoco_gl, use_headless_gl
 
 from steinrl import envs
+from steinrl.envs import envpool as envpool_adapter
+from steinrl.envs.rendering import choose_mujoco_gl, use_headless_gl
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config, read_run_config, save_config
 

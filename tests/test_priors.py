@@ -129,7 +129,7 @@ def test_joint_prior_matches_scipy_normal_gamma_with_jacobian():
     got = prior.log_prob(groups).detach().numpy()
     u = prior.log_precision.detach().numpy()
     ref = np.zeros(4)
-    for g, (name, x) in enumerate(groups.items()):
+    for g, (_name, x) in enumerate(groups.items()):
         lam = np.exp(u[:, g])
         ref += stats.norm.logpdf(x.numpy(), scale=1 / np.sqrt(lam)[:, None]).sum(1)
         ref += stats.gamma.logpdf(lam, a, scale=1 / b) + u[:, g]

@@ -98,8 +98,9 @@ def test_auto_named_runs_never_share_a_directory(tmp_path):
 
 
 # --- 3. --iterations on resume is the total; invalid values write nothing ---------------
-@pytest.mark.parametrize("iterations, message", [("0", "must be in [1, 10**9], got 0"), ("-5", "must be in [1, 10**9], got -5"),
-                                                 ("2", "is done (2 iterations); --iterations, --rounds, --total-steps and --max-seconds are totals")])
+@pytest.mark.parametrize("iterations, message", [
+    ("0", "must be in [1, 10**9], got 0"), ("-5", "must be in [1, 10**9], got -5"),
+    ("2", "is done (2 iterations); --iterations, --rounds, --total-steps and --max-seconds are totals")])
 def test_bad_resume_iterations_exit_2_and_write_nothing(tmp_path, capsys, iterations, message):
     run = trained_run(tmp_path)
     before = {p.name: p.read_bytes() for p in run.iterdir()}
@@ -245,7 +246,8 @@ def test_sigterm_saves_exits_143_and_resume_keeps_the_command(tmp_path):
 
 # --- the small things users notice --------------------------------------------------------
 def test_mujoco_task_without_mujoco_says_what_to_install(tmp_path):
-    code = ("import sys; sys.modules['mujoco'] = sys.modules['envpool'] = None; from steinrl.run.cli import run_cli, train_main; "
+    code = ("import sys; sys.modules['mujoco'] = sys.modules['envpool'] = None; "
+            "from steinrl.run.cli import run_cli, train_main; "
             f"sys.exit(run_cli(train_main, ['--env', 'InvertedDoublePendulum-v5', '--logdir', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2

@@ -180,7 +180,9 @@ def test_rollout_actor_equals_per_particle_torch_modules(space, activation, norm
                 got = np.asarray(act(obs[t].numpy() if host else obs[t], t)[m])
                 if discrete:
                     assert np.array_equal(got, expected[t].numpy())
-                    assert np.array_equal(np.asarray(det(obs[t].numpy() if host else obs[t], t)[m]), greedy[t].numpy())
+                    greedy_got = np.asarray(det(obs[t].numpy() if host else obs[t], t)[m])
+                    assert np.array_equal(greedy_got, greedy[t].numpy())
                 else:
                     np.testing.assert_allclose(got, expected[t].numpy(), rtol=1e-5, atol=1e-5)
-                    np.testing.assert_allclose(np.asarray(det(obs[t].numpy() if host else obs[t], t)[m]), greedy[t].numpy(), rtol=1e-5, atol=1e-5)
+                    greedy_got = np.asarray(det(obs[t].numpy() if host else obs[t], t)[m])
+                    np.testing.assert_allclose(greedy_got, greedy[t].numpy(), rtol=1e-5, atol=1e-5)

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import trained_run
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -27,7 +28,6 @@ from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import steinrl.envs as envs
-from conftest import trained_run
 from steinrl.core.layers import HouseholderLinear, KroneckerLinear
 from steinrl.rl.evaluation import run_episodes
 from steinrl.run.load import load_run

@@ -291,7 +291,8 @@ def _run_gaussian(rule, optimizer, lr, steps):
     return x.mean(0), torch.cov(x.T)
 
 
-@pytest.mark.parametrize("rule,optimizer,lr,steps,low", [("svpg", "sgd", 0.1, 800, 0.7), ("s2vgd", "adam", 0.05, 800, 0.8)])
+@pytest.mark.parametrize("rule,optimizer,lr,steps,low",
+                         [("svpg", "sgd", 0.1, 800, 0.7), ("s2vgd", "adam", 0.05, 800, 0.8)])
 def test_svgd_recovers_2d_gaussian(rule, optimizer, lr, steps, low):
     """M = 50 particles on a correlated 2-D Gaussian, started far away in a tight clump.
 

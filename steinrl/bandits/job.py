@@ -142,7 +142,8 @@ class BanditJob:
                  for section, options in agent.sections.items() if section not in ("likelihood",)]
         rows += [("likelihood", "Stein ts agents (svgd-ts, s2vgd-ts, ...)", LIKELIHOOD_OPTIONS)]
         rows += [("likelihood", f"{name} agent", agent.sections["likelihood"]) for name, agent in AGENTS.items()
-                 if "likelihood" in getattr(agent, "sections", {}) and agent.sections["likelihood"] != LIKELIHOOD_OPTIONS]
+                 if "likelihood" in getattr(agent, "sections", {})
+                 and agent.sections["likelihood"] != LIKELIHOOD_OPTIONS]
         rows += [("layer, prior, update", "Stein ts agents",
                   "The keys of the RL job's `layer`, `prior` and `update` sections above; the `<method>` of "
                   "`<method>-ts` picks the layer and prior.")]

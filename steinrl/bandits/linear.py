@@ -111,7 +111,8 @@ class NIGLinearRegression:
     _STATISTICS = ("gram", "moment", "sum_squares", "counts")
 
     def statistics(self) -> dict[str, np.ndarray]:
-        """The sufficient statistics (copies): ``gram`` (k, D, D), ``moment`` (k, D), ``sum_squares`` (k,), ``counts`` (k,)."""
+        """The sufficient statistics (copies): ``gram`` (k, D, D), ``moment`` (k, D),
+        ``sum_squares`` (k,), ``counts`` (k,)."""
         return {name: getattr(self, name).copy() for name in self._STATISTICS}
 
     def load_statistics(self, statistics: dict[str, np.ndarray]) -> None:

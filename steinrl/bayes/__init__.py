@@ -15,6 +15,7 @@ BNN regression on arrays (Stein particles or these posteriors): :func:`fit_regre
 (:mod:`steinrl.bayes.regression`).
 """
 
+from steinrl.bayes.badam import BADAM, BadamPosterior
 from steinrl.bayes.base import (
     POSTERIORS,
     Dense,
@@ -25,7 +26,6 @@ from steinrl.bayes.base import (
     kl_diagonal_gaussians,
     make_posterior,
 )
-from steinrl.bayes.badam import BADAM, BadamPosterior
 from steinrl.bayes.bbb import BayesByBackprop
 from steinrl.bayes.kflow import KroneckerFlowPosterior
 from steinrl.bayes.rdp import RadialDirectionalPosterior

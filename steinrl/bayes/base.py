@@ -21,8 +21,8 @@ the expectation a Monte Carlo average over ``n_samples`` draws of w.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F

@@ -10,7 +10,8 @@ y | x ~ N(f(x; W), 1/γ) with a learned noise precision γ ~ Gamma(a, rate b), a
 - Particle methods (every method of :data:`steinrl.core.METHODS`: ``svgd``, ``s2vgd``, ``vmg``,
   ``kron``, ``independent``): an :class:`~steinrl.core.EnsembleMLP` of M particles moved by the
   method's update (its layer family and layer defaults, the Stein kernel ``kernel``);
-  ``prior="joint"`` learns per particle one precision λ_g ~ Gamma(a, rate b) per weight group (``make_prior("joint", ...)``);
+  ``prior="joint"`` learns per particle one precision λ_g ~ Gamma(a, rate b) per weight group
+  (``make_prior("joint", ...)``);
   ``prior="invgamma"`` marginalises λ_g in closed form. log γ (M, 1) and log λ (M, G) sit in
   the SVGD particle vector with the weights. log target per particle, minibatch of B of N:
   (N/B) Σ_batch log N(y | f, 1/γ) + log p(log γ) + log p(W, log λ).
@@ -29,8 +30,9 @@ M vs M + 1; log γ starts at −log(mean squared residual of the initial network
 average the particles. Their step, "AdaGrad with momentum", is RMSprop with decay 0.9, ε = 1e-6
 outside the root, lr 1e-3 (``optimizer="rmsprop", lr=1e-3`` here; theirs seeds the average with the
 first g² instead of 0.1 g²); it underfits on validation splits carved from training data, so
-the default is Adam, lr 3e-3 (docs/results.md#uci-the-default-optimizer). Adam moves every coordinate by about lr per step, which caps the travel of log γ (yacht
-needs log γ ≈ 7-8 from ≈ 0): the optimised coordinate is log γ / ``noise_scale`` (default 10).
+the default is Adam, lr 3e-3 (docs/results.md#uci-the-default-optimizer). Adam moves every
+coordinate by about lr per step, which caps the travel of log γ (yacht needs log γ ≈ 7-8
+from ≈ 0): the optimised coordinate is log γ / ``noise_scale`` (default 10).
 Left open by the papers and chosen here: the number of epochs (the
 caller's; theirs runs 2000 minibatch steps), reshuffling every epoch (theirs cycles through one
 permutation), He-normal initial weights (theirs N(0, 1/(fan_in + 1))), ReLU, and no held-out
@@ -41,9 +43,9 @@ after training; here all training data fit the model and γ is only learned.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -75,7 +77,7 @@ class Standardizer:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, data: np.ndarray) -> "Standardizer":
+    def fit(cls, data: np.ndarray) -> Standardizer:
         std = data.std(axis=0)
         return cls(data.mean(axis=0), np.where(std > 0, std, 1.0))
 

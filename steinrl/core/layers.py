@@ -118,7 +118,7 @@ class StructuredLinear(nn.Module):
             groups["bias"] = self.bias
         return groups
 
-    def log_prior(self, prior: "Prior") -> Tensor:
+    def log_prior(self, prior: Prior) -> Tensor:
         """``prior.log_prob`` of this layer's groups, shape ``(M,)``."""
         return prior.log_prob(self.param_groups())
 

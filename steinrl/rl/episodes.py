@@ -38,7 +38,7 @@ class Start:
     tstep: Tensor  # (N,) int32: the obs's step index in its episode
 
     @classmethod
-    def fresh(cls, obs: Tensor) -> "Start":
+    def fresh(cls, obs: Tensor) -> Start:
         n, dev = obs.shape[0], obs.device
         return cls(obs, torch.zeros(n, dtype=torch.bool, device=dev), torch.zeros(n, dtype=torch.float64, device=dev),
                    torch.zeros(n, dtype=torch.int64, device=dev), torch.zeros(n, dtype=torch.int32, device=dev))

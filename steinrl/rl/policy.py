@@ -12,7 +12,8 @@ rollout's act function) both run :func:`~steinrl.core.ensemble.mlp_forward` and 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -84,7 +85,8 @@ class ObsNormalizer(nn.Module):
         return ((x - mean) / std).clamp_(-self.clip, self.clip)
 
     def numpy_stats(self) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """``(mean, std, clip)`` as float32 numpy arrays for the rollout's act function on the CPU (None if disabled)."""
+        """``(mean, std, clip)`` as float32 numpy arrays for the rollout's act function on the
+        CPU (None if disabled)."""
         if not self.enabled:
             return None
         std = np.sqrt(self.var.cpu().numpy() + self.eps).astype(np.float32)
@@ -167,7 +169,8 @@ class EnsemblePolicy(nn.Module):
 
     # --- the action path ----------------------------------------------------------
     def outputs(self, obs: Tensor, dense: Dense | None = None) -> Tensor:
-        """Head inputs (means or logits) ``(M, B, out_dim)`` from raw obs ``(M, B, obs_dim)`` or shared ``(B, obs_dim)``."""
+        """Head inputs (means or logits) ``(M, B, out_dim)`` from raw obs ``(M, B, obs_dim)``
+        or shared ``(B, obs_dim)``."""
         return mlp_forward(self.net.dense() if dense is None else dense, self.obs_norm(obs), self.net.activation)
 
     def sample(self, obs: Tensor, noise: Tensor | None, dense: Dense | None = None) -> Tensor:

@@ -33,8 +33,9 @@ steps, whether whole episodes have all ended.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,7 +113,7 @@ class Batch:
         length = self.episode_length.transpose(0, 1).reshape(ended.shape).cpu().numpy()
         return [r[e] for r, e in zip(ret, ended)], [n[e] for n, e in zip(length, ended)]
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         """The batch with its tensors on ``device`` (one transfer each; a no-op where they are)."""
         return Batch(**{f: getattr(self, f).to(device) for f in self.__dataclass_fields__})
 
@@ -158,7 +159,7 @@ class Sampler:
         return 2 * per_env + 2 * self.horizon + 2 if mode == "whole_episodes" else per_env
 
     def _allocate(self, T: int) -> None:
-        if T <= self._capacity:
+        if self._capacity >= T:
             return
         N, dev = self.M * self.E, self.device
         self._obs = torch.empty((T + 1, N, self.obs_dim), device=dev)
@@ -254,7 +255,7 @@ class Sampler:
         obs = torch.as_tensor(obs)
         # a device task does not look at actions: flag them here (no sync now; see action_finite)
         self._finite = None if self.task.checks_actions else torch.isfinite(self._act[:T].view(T, M, -1)).all(2).all(0)
-        if T == t + 1:  # (else obs[T] was written by the loop)
+        if t + 1 == T:  # (else obs[T] was written by the loop)
             self._obs[T] = obs
         books = bookkeeping(self._rew[:T], self._term[:T], self._trunc[:T], start,
                             None if rule is None else rule.stop, M)

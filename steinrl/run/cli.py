@@ -12,14 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import EXIT_DIVERGED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, _Parser, run_cli
 from steinrl.run.evaluate_cli import evaluate_main, evaluate_parser  # noqa: F401 (steinrl.run.cli's API)
 from steinrl.run.sweep import sweep_main
+
 
 # --- train ------------------------------------------------------------------------------
 def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
@@ -65,7 +66,7 @@ def _run_path(cfg) -> tuple[Path, bool]:
     return Path(cfg.run.logdir) / cfg.env.replace("/", "_") / cfg.algo / name, auto
 
 
-def _claim_new_run(cfg) -> "RunDirectory":  # noqa: F821
+def _claim_new_run(cfg) -> RunDirectory:  # noqa: F821
     """Create and lock a fresh run directory for ``cfg``. A directory in use (locked) or
     holding a run raises :class:`ConfigError`, unless the name is automatic: then the next
     free ``<name>-<k>`` is taken. A start that was killed before its first checkpoint (a
@@ -174,11 +175,11 @@ def run_training(trainer, run_dirs, command: str = "") -> int:  # noqa: ANN001
     checkpoints, progress and signal handling; returns the exit code."""
     from contextlib import ExitStack
 
+    import torch
+
     import steinrl
     from steinrl.errors import NonFiniteError
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
-
-    import torch
 
     run_dirs = list(run_dirs) if isinstance(run_dirs, (list, tuple)) else [run_dirs]
     cfg, seeds = trainer.config, trainer.seeds
@@ -260,7 +261,8 @@ COMMANDS = {"train": train_main, "evaluate": evaluate_main, "sweep": sweep_main,
 def steinrl_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: steinrl {train,evaluate,sweep,compare} ...\n\n  train     train particles (steinrl train --help)\n"
+        print("usage: steinrl {train,evaluate,sweep,compare} ...\n\n"
+              "  train     train particles (steinrl train --help)\n"
               "  evaluate  score runs, plot curves, record videos (steinrl evaluate --help)\n"
               "  sweep     algos x envs x seeds on Ray Tune (steinrl sweep --help)\n"
               "  compare   evaluate runs side by side, steinrl's and SB3's (steinrl compare --help)")

@@ -116,7 +116,7 @@ class Config(Section):
         return {k: ({kk: plain(vv) for kk, vv in v.items()} if isinstance(v, Section) else plain(v))
                 for k, v in self.items()}
 
-    def replace(self, overrides: Mapping[str, Any], where: str = "Config.replace") -> "Config":
+    def replace(self, overrides: Mapping[str, Any], where: str = "Config.replace") -> Config:
         """A new config with ``overrides`` (nested, dotted or bare keys) applied and validated."""
         replaced = resolve([(self.to_dict(), "the config"), (dict(overrides), where)])
         return Config(replaced, (*self.sources, where))
@@ -193,8 +193,8 @@ def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], wher
     if len(path) == 1:
         (key,) = path
         if key == "name":  # which prior / critic: always say whose
-            raise ConfigError(f"config key 'name' in {where} must name its section: "
-                              f"{', '.join(f'{s}.name' for s, o in sections.items() if any(x.name == 'name' for x in o))}")
+            named = [f"{s}.name" for s, o in sections.items() if any(x.name == "name" for x in o)]
+            raise ConfigError(f"config key 'name' in {where} must name its section: {', '.join(named)}")
         top = {o.name: o for o in sections[""]}
         if key in top:
             return "", top[key]

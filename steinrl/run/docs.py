@@ -23,8 +23,8 @@ none of these.
 Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command line with
 `--set update.lr=1e-3`. A bare key means the first section below that has it
 (`--set batch_size=1000` is `rollout.batch_size`; `lr` is `update.lr` and `hidden` is
-`policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared defaults (and the method's own,
-e.g. `vmg` sets `layer.K: 0`; the RL algorithms of `s2vgd` set `layer.scales: false`, a
+`policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared
+defaults (and the method's own, e.g. `vmg` sets `layer.K: 0`; the RL algorithms of `s2vgd` set `layer.scales: false`, a
 measured choice that `--preset paper` turns back to the S²VGD paper's `true`, see
 [results.md](results.md)), `configs/<env>.yaml` (the swing-up tasks' set `temperature: 15`,
 also measured; `--preset paper` sets the papers' 10), `--preset`, `--config` files,

@@ -27,7 +27,7 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.metrics_path = self.run_dir / METRICS_NAME
         self._truncate(start_iteration)
-        self._file = open(self.metrics_path, "a")
+        self._file = open(self.metrics_path, "a")  # noqa: SIM115 - held open for the run, closed by close()
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter

@@ -151,7 +151,7 @@ class GracefulStop:
         print(f"\n{name}: finishing this iteration, saving a checkpoint and stopping"
               + (" (Ctrl-C again aborts at once)" if signum == signal.SIGINT else ""), file=sys.stderr, flush=True)
 
-    def __enter__(self) -> "GracefulStop":
+    def __enter__(self) -> GracefulStop:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handler)
@@ -201,7 +201,7 @@ class RunDirectory:
     def checkpoint(self) -> Path:
         return self.path / CHECKPOINT_NAME
 
-    def acquire(self) -> "RunDirectory":
+    def acquire(self) -> RunDirectory:
         """Create and lock the directory; a locked one raises :class:`ConfigError` naming its PID."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -238,7 +238,7 @@ class RunDirectory:
             self._lock.release()
             self._lock = None
 
-    def __enter__(self) -> "RunDirectory":
+    def __enter__(self) -> RunDirectory:
         return self if self._lock is not None else self.acquire()
 
     def __exit__(self, *exc: Any) -> bool:

@@ -47,7 +47,8 @@ def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, 
     """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`)."""
     records = find_runs(list(paths))
     if not records:
-        raise ConfigError(f"no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under {', '.join(map(str, paths))}")
+        raise ConfigError("no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under "
+                          f"{', '.join(map(str, paths))}")
     rows = []
     for i, record in enumerate(records, 1):
         print(f"[{i}/{len(records)}] {record.path}", file=sys.stderr, flush=True)

@@ -124,7 +124,7 @@ class EnsembleSB3Policy(BasePolicy):
         particle: int = 0,
         seed: int | None = None,
         device: str = "cpu",
-    ) -> "EnsembleSB3Policy":
+    ) -> EnsembleSB3Policy:
         """The ensemble of a ``train.py`` run (a run directory or its ``checkpoint.pt``).
 
         Loaded with :func:`steinrl.rl.evaluation.load_run`; the spaces are those of the run's env.
@@ -160,7 +160,7 @@ class EnsembleSB3Policy(BasePolicy):
         }, path)
 
     @classmethod
-    def load(cls, path: str | Path, device: torch.device | str = "auto") -> "EnsembleSB3Policy":  # type: ignore[override]
+    def load(cls, path: str | Path, device: torch.device | str = "auto") -> EnsembleSB3Policy:  # type: ignore[override]
         """Read a policy written by :meth:`save` without executing anything in the file."""
         from stable_baselines3.common.utils import get_device
 

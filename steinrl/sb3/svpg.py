@@ -185,7 +185,7 @@ class SVPG(BaseAlgorithm):
             view = env
             if unwrap_vec_normalize(env) is not None:
                 warnings.warn("SVPG trains on its own envs and does not update this VecNormalize; use "
-                              "normalize_obs=True for steinrl's running observation normalisation")
+                              "normalize_obs=True for steinrl's running observation normalisation", stacklevel=2)
         elif isinstance(env, gym.Env):
             view = env
         else:
@@ -374,7 +374,8 @@ class SVPG(BaseAlgorithm):
             state = load_checkpoint(path)
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict) or state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
+        if (not isinstance(state, dict) or state.get("format") != FORMAT
+                or state.get("format_version") != FORMAT_VERSION):
             raise CheckpointError(f"{path} is not an SVPG model saved by this steinrl's steinrl.sb3.SVPG.save")
         cfg = dict(state["config"])
         top = {k: cfg.pop(k) for k in ("algo", "particles", "seed") if k in cfg}

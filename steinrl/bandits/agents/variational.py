@@ -63,8 +63,8 @@ class VariationalThompsonSampling(BanditAgent):
         loss = torch.zeros(())
         for _ in range(protocol.refit_steps):
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
-            log_lik = functools.partial(gaussian_log_likelihood, noise_precision=1.0 / self.cfg.likelihood.noise_variance,
-                                        mask=onehot[idx])
+            log_lik = functools.partial(gaussian_log_likelihood,
+                                        noise_precision=1.0 / self.cfg.likelihood.noise_variance, mask=onehot[idx])
             loss = self.q.elbo_loss(contexts[idx], targets[idx], log_lik, n_data=n, generator=generator)
             gradient_step(loss, [self.optimizer], lr=inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken),
                           max_grad_norm=protocol.max_grad_norm)
