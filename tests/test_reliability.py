@@ -204,13 +204,17 @@ def test_more_bad_train_inputs(tmp_path, capsys, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_bad_evaluate_inputs(tmp_path, capsys):
+def test_bad_evaluate_inputs(tmp_path, capsys, monkeypatch):
     run = trained_run(tmp_path)
     code, err = cli(evaluate_main, [str(run), "--json", str(tmp_path)], capsys)
     assert code == 2 and "is a directory" in err
-    if not torch.cuda.is_available():
-        code, err = cli(evaluate_main, [str(run), "--device", "cuda"], capsys)
-        assert code == 2 and "CUDA is not available" in err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same on every machine
+    code, err = cli(evaluate_main, [str(run), "--device", "cuda"], capsys)
+    assert code == 2 and "CUDA is not available" in err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # one GPU: cuda:1 does not exist
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    code, err = cli(evaluate_main, [str(run), "--device", "cuda:1"], capsys)
+    assert code == 2 and "has 1 CUDA device(s); use cuda:0" in err and len(err.strip().splitlines()) == 1
 
 
 # --- 9. no orphaned temporary files -------------------------------------------------------

@@ -38,7 +38,7 @@ from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
 
-__all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy"]
+__all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy", "compile_mode"]
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -63,6 +63,12 @@ def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space
 def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
     """Fill ``batched`` (G·M particles) with the G modules ``parts`` (M each), in order."""
     batched.load_state_dict(module_join(batched, [part.state_dict() for part in parts]))
+
+
+def compile_mode(device: torch.device | str) -> str | None:
+    """The ``torch.compile`` mode of the per-step policy forward on ``device``: ``"reduce-overhead"``
+    on CUDA (a CUDA graph: one launch per step), torch's default (None) elsewhere."""
+    return "reduce-overhead" if torch.device(device).type == "cuda" else None
 
 
 class SVPGAgent:
@@ -150,8 +156,7 @@ class SVPGAgent:
         if not self.cfg.rollout.compile:
             return None
         if getattr(self, "_compiled", None) is None:
-            mode = "reduce-overhead" if torch.device(self.device).type == "cuda" else None
-            self._compiled = torch.compile(self.policy.sample, mode=mode, dynamic=False)
+            self._compiled = torch.compile(self.policy.sample, mode=compile_mode(self.device), dynamic=False)
         return self._compiled
 
     # --- update -------------------------------------------------------------------

@@ -38,13 +38,18 @@ _FREE_KEYS = ("iterations", "rounds", "total_steps", "max_seconds", "device", "r
 
 
 def check_device(device: str) -> None:
-    """Raise :class:`ConfigError` for a device that is malformed or not available here."""
+    """Raise :class:`ConfigError` for a device that is malformed or not available here (a CUDA
+    index must name one of this machine's ``torch.cuda.device_count()`` devices)."""
     try:
         dev = torch.device(device)
     except RuntimeError:
         raise ConfigError(f"device must be a torch device such as cpu or cuda, got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    count = torch.cuda.device_count() if dev.type == "cuda" and torch.cuda.is_available() else 0
+    if dev.type == "cuda" and not count:
         raise ConfigError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= count:
+        raise ConfigError(f"device {device!r} requested but this machine has {count} CUDA device(s); use "
+                          f"{'cuda:0' if count == 1 else f'cuda:0 to cuda:{count - 1}'}, cuda or cpu")
     if dev.type == "mps" and not (torch.backends.mps.is_built() and torch.backends.mps.is_available()):
         raise ConfigError(f"device {device!r} requested but MPS is not available here; use --device cpu")
     if dev.type not in ("cpu", "cuda", "mps"):
