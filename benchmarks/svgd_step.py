@@ -1,6 +1,7 @@
 """Benchmark: fused SVGD update and batched ensemble forward vs Python loops over particles.
 
-    python benchmarks/svgd_step.py [--threads 1] [--quick]
+    python benchmarks/svgd_step.py [--threads 1] [--quick] [--roofline-only]
+        [--device cuda --roofline-size 1024x1000000]
 
 1. One SVGD direction (:func:`steinrl.core.svgd.svgd_direction`: distances, median bandwidth,
    kernel, attractive + repulsive terms) vs a naive Python double loop over particle
@@ -13,10 +14,22 @@
    torch.no_grad. Without autograd, EnsembleMLP evaluates large tanh blocks as
    2·sigmoid(2z) − 1 (torch.tanh is several times slower on CPU); the time with plain
    torch.tanh_ is printed too.
+3. Roofline of one SVGD direction (rbf, svpg) at M ∈ {64, 256}, D = 1e5 (2e4 with --quick;
+   other sizes with --roofline-size, on any --device), for the default options,
+   ``attractive_norm=False``, and that plus ``precision="bf16"``. The device's peaks are
+   measured in the script: FLOP/s as the faster of a 2048³ and a 256 × 40960 × 256 matmul,
+   in float32 and in bfloat16 (on a CPU, what oneDNN reaches there), memory bandwidth as a
+   copy of 64 Mi float32 (bytes read + written / time). The bounds count the three M×M×D
+   products (2M²D FLOPs each: particle Gram in float32; gradients' Gram, when on, and kernel
+   product in the chosen precision) and the compulsory traffic (θ and G read once, φ
+   written once: 12MD bytes); ``roofline fraction = max(FLOP-bound, bandwidth-bound time) /
+   measured``. Peaks and times of this section are the fastest timed block (not the
+   median), which other jobs on a shared machine inflate least.
 
 Times are medians (torch.utils.benchmark for the fused paths, repeated wall-clock
-runs for the slow loops) after a warm-up. The last line is
-``svgd_step speedup_vs_loop=<x at M=16, D=1e4> ensemble_speedup=<x>``.
+runs for the slow loops) after a warm-up. The last line is ``svgd_step speedup_vs_loop=<x
+at M=16, D=1e4> ensemble_speedup=<x> svgd_roofline_fraction=<default options, last size>
+svgd_roofline_fraction_bf16=<bf16, no attractive norm, last size>`` (nan for sections skipped).
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import steinrl.core.ensemble as ensemble_mod  # noqa: E402
 from steinrl.core.ensemble import EnsembleMLP  # noqa: E402
-from steinrl.core.svgd import svgd_direction  # noqa: E402
+from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, svgd_direction  # noqa: E402
 
 
 def naive_svgd_rows(theta: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:
@@ -80,6 +93,13 @@ def timer_median(stmt: str, globals_: dict, min_run_time: float) -> float:
     t = benchmark.Timer(stmt=stmt, globals=globals_)
     t.timeit(3)  # warm-up
     return t.blocked_autorange(min_run_time=min_run_time).median
+
+
+def timer_best(stmt: str, globals_: dict, min_run_time: float) -> float:
+    """The fastest of the timed blocks (a peak, or a time on a machine that other jobs share)."""
+    t = benchmark.Timer(stmt=stmt, globals=globals_)
+    t.timeit(2)  # warm-up
+    return min(t.blocked_autorange(min_run_time=min_run_time).times)
 
 
 def fmt(seconds: float) -> str:
@@ -161,16 +181,91 @@ def bench_ensemble(quick: bool) -> float:
     return speedup
 
 
+def measure_peaks(quick: bool, device: torch.device) -> dict[str, float]:
+    """The device's float32 and bfloat16 matmul FLOP/s (the faster of a square n³ product and a
+    Gram-shaped 256 × 20n × 256 one) and copy bandwidth (bytes/s)."""
+    n = 1024 if quick else 2048
+    gen = torch.Generator(device).manual_seed(0)
+    square = torch.randn(n, n, generator=gen, device=device)
+    wide = torch.randn(256, 20 * n, generator=gen, device=device)
+    run = 0.3 if quick else 1.0
+    peaks = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, w = square.to(dtype), wide.to(dtype)
+        peaks[str(dtype).removeprefix("torch.")] = max(2 * n**3 / timer_best("a @ a", {"a": a}, run),
+                                                       2 * 256**2 * w.shape[1] / timer_best("w @ w.T", {"w": w}, run))
+    src = torch.randn(1 << 26, generator=gen, device=device)
+    dst = torch.empty_like(src)
+    peaks["bandwidth"] = 2 * src.numel() * 4 / timer_best("dst.copy_(src)", {"dst": dst, "src": src}, run)
+    return peaks
+
+
+def roofline_bound(M: int, D: int, peaks: dict[str, float], norm: bool, precision: str) -> float:
+    """Seconds one SVGD direction takes at best: max(FLOP-bound, bandwidth-bound time)."""
+    product = 2.0 * M * M * D
+    reduced = peaks["bfloat16" if precision == "bf16" else "float32"]
+    t_flops = product / peaks["float32"] + product * (1 + norm) / reduced
+    t_bytes = 12.0 * M * D / peaks["bandwidth"]
+    return max(t_flops, t_bytes)
+
+
+def bench_roofline(quick: bool, device: torch.device, sizes: list[tuple[int, int]]) -> tuple[float, float]:
+    """Section 3; returns the fractions of the default options and of bf16 without the norm at the last size."""
+    peaks = measure_peaks(quick, device)
+    print(f"== SVGD direction against this machine's roofline (rbf, svpg, float32 inputs, {device}) ==")
+    print(f"measured peaks: float32 matmul {peaks['float32'] / 1e9:.1f} GFLOP/s, bfloat16 matmul "
+          f"{peaks['bfloat16'] / 1e9:.1f} GFLOP/s, copy {peaks['bandwidth'] / 1e9:.1f} GB/s")
+    print(f"{'M':>5} {'D':>8} {'options':<28} {'measured':>12} {'roofline':>12}  fraction")
+    configs = (("default", None, "full"), ("attractive_norm off", False, "full"),
+               ("norm off, bf16", False, "bf16"))
+    fractions = {}
+    gen = torch.Generator(device).manual_seed(0)
+    for M, D in sizes:
+        theta = 0.1 * torch.randn(M, D, generator=gen, device=device)
+        grad = torch.randn(M, D, generator=gen, device=device)
+        for label, norm, precision in configs:
+            t = timer_best("svgd_direction(theta, grad, attractive_norm=norm, precision=precision)",
+                           {"svgd_direction": svgd_direction, "theta": theta, "grad": grad, "norm": norm,
+                            "precision": precision}, min_run_time=0.3 if quick else 1.0)
+            computes_norm = norm or (norm is None and D <= ATTRACTIVE_NORM_MAX_DIM)
+            bound = roofline_bound(M, D, peaks, computes_norm, precision)
+            fractions[label] = bound / t
+            print(f"{M:>5} {D:>8} {label:<28} {fmt(t):>12} {fmt(bound):>12}  {bound / t:8.2f}", flush=True)
+        del theta, grad
+    return fractions["default"], fractions["norm off, bf16"]
+
+
+def size(text: str) -> tuple[int, int]:
+    try:
+        M, D = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MxD such as 1024x1000000, got {text!r}") from None
+    if M < 2 or D < 1:
+        raise argparse.ArgumentTypeError(f"need M >= 2 and D >= 1, got {text!r}")
+    return M, D
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     parser.add_argument("--quick", action="store_true", help="shorter timing runs")
+    parser.add_argument("--roofline-only", action="store_true", help="only section 3 (the roofline)")
+    parser.add_argument("--device", default="cpu", help="device of section 3 (sections 1-2 run on cpu)")
+    parser.add_argument("--roofline-size", type=size, action="append", metavar="MxD",
+                        help="section 3's sizes (repeatable; default 64x1e5 and 256x1e5, D = 2e4 with --quick)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), cpu")
-    s = bench_svgd(args.quick)
-    e = bench_ensemble(args.quick)
-    print(f"svgd_step speedup_vs_loop={s:.1f} ensemble_speedup={e:.1f}")
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}")
+    D = 20_000 if args.quick else 100_000
+    sizes = args.roofline_size or [(64, D), (256, D)]
+    s = e = float("nan")
+    if not args.roofline_only:
+        s = bench_svgd(args.quick)
+        e = bench_ensemble(args.quick)
+    r, r_bf16 = bench_roofline(args.quick, device, sizes)
+    print(f"svgd_step speedup_vs_loop={s:.1f} ensemble_speedup={e:.1f} svgd_roofline_fraction={r:.2f} "
+          f"svgd_roofline_fraction_bf16={r_bf16:.2f}")
 
 
 if __name__ == "__main__":
