@@ -16,12 +16,20 @@ Measures, in one process and one torch thread, on CartpoleSwingUp at paper scale
     (round 1's and the speed issue's reference, 3.7 M steps/s there); the numpy envs step
     more envs per call faster, so (a)'s fraction against the raw env at its own 800 envs is
     printed too and is lower (about a third);
-(e) where an iteration's time goes in each mode (rollout, advantages, policy update, critic).
+(e) where an iteration's time goes in each mode (rollout, advantages, policy update, critic);
+(f) a window of ``--window`` whole iterations of each mode (``Trainer.step``: rollout, update,
+    the logged scalars' host transfer), extrapolated to a 1000-iteration run (the swing-up's
+    ``iterations``; early iterations, so whole episodes are as long as the untrained
+    policies keep them).
 
 (a) and (b) count env steps of all particles per second of wall time, rollout and update
 included, after one warm-up iteration. Last line: ``train_throughput ours_fast=<steps/s>
 ours_paper=<steps/s> sb3_a2c=<steps/s> env=<steps/s> ratio_vs_sb3=<fast/sb3>
-fast_fraction_of_env=<fast/env> paper_fraction_of_env=<paper/env> peak_rss_mb=<m>``.
+fast_fraction_of_env=<fast/env> paper_fraction_of_env=<paper/env> peak_rss_mb=<m>
+fast_1000_its_s=<s> paper_1000_its_s=<s>``.
+
+``--profile``: instead, one iteration of each mode part by part under the torch profiler,
+the ops of each part by self CPU time (``--rows`` of them; the tables of docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -77,6 +85,50 @@ def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[st
         cfg.rollout.envs_per_particle
 
 
+def run_seconds(algo: str, preset: str | None, window: int, iterations: int = 1000) -> float:
+    """Seconds of an ``iterations``-iteration run, extrapolated from ``window`` whole
+    iterations (``Trainer.step``) after one warm-up iteration."""
+    trainer = Trainer(load_config(algo, ENV, {"iterations": iterations}, preset=preset))
+    trainer.step()
+    t0 = time.perf_counter()
+    for _ in range(window):
+        trainer.step()
+    seconds = time.perf_counter() - t0
+    trainer.close()
+    return seconds / window * iterations
+
+
+def profile_parts(algo: str, preset: str | None, rows: int) -> None:
+    """Print one iteration's parts (after two warm-up iterations) under the torch profiler,
+    each part's ``rows`` costliest ops by self CPU time: the rollout, the advantages (the
+    critic's values and GAE), the critic's regression on the compacted samples, and the
+    policy update (``agent.update`` with those two already computed: compaction, policy
+    gradient, SVGD step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    trainer = Trainer(load_config(algo, ENV, {"iterations": 3}, preset=preset))
+    agent, sampler = trainer.job.agent, trainer.job.sampler
+    trainer.step(), trainer.step()
+
+    def table(part: str, fn):  # noqa: ANN001, ANN202
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t0 = time.perf_counter()
+            out = fn()
+            ms = 1e3 * (time.perf_counter() - t0)
+        print(f"--- {preset or 'paper'}: {part}, {ms:.1f} ms under the profiler")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=44))
+        return out
+
+    batch = table("rollout", lambda: agent.collect(sampler, 2))
+    est = table("advantages", lambda: agent.estimator.advantages(batch, agent.critic))
+    data = compact(batch, est.advantages, est.value_targets, agent.device)
+    loss = table("critic", lambda: agent.critic.fit(data, 3))
+    agent.estimator.advantages = lambda *_: est  # the update reuses both (instance attributes, this trainer only)
+    agent.critic.fit = lambda *_: loss
+    table("policy update", lambda: agent.update(batch, 2))
+    trainer.close()
+
+
 def sb3_a2c(steps: int) -> float:
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_vec_env
@@ -114,8 +166,18 @@ def main() -> None:
     p.add_argument("--sb3-steps", type=int, default=20_000, help="env steps of SB3 A2C to time")
     p.add_argument("--algo", default="svgd-a2c", help="steinrl algorithm of (a) and (b)")
     p.add_argument("--no-sb3", action="store_true", help="skip (c) (its figures print as nan)")
+    p.add_argument("--window", type=int, default=10, help="(f): whole iterations timed per mode")
+    p.add_argument("--profile", action="store_true", help="only profile one iteration of each mode, part by part")
+    p.add_argument("--rows", type=int, default=12, help="--profile: ops per part")
     args = p.parse_args()
+    if min(args.iterations, args.window, args.rows) < 1:
+        p.error("--iterations, --window and --rows must be >= 1")
     torch.set_num_threads(1)
+    if args.profile:
+        print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration")
+        for preset in ("fast", None):
+            profile_parts(args.algo, preset, args.rows)
+        return
     print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration")
     fast, fast_parts, fast_envs = ours(args.algo, "fast", args.iterations)
     print(f"(a) fast preset (continuing, {fast_envs} envs): {fast:,.0f} env steps/s")
@@ -131,10 +193,13 @@ def main() -> None:
           f"paper against {paper_envs} envs: {paper / env:.3f}")
     for name, parts in (("fast", fast_parts), ("paper", paper_parts)):
         print(f"(e) {name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()))
+    run_s = {name: run_seconds(args.algo, preset, args.window) for name, preset in (("fast", "fast"), ("paper", None))}
+    print(f"(f) 1000 iterations, from {args.window} timed: fast {run_s['fast']:.1f} s, paper {run_s['paper']:.1f} s")
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"train_throughput ours_fast={fast:.0f} ours_paper={paper:.0f} sb3_a2c={sb3:.0f} env={env:.0f} "
-          f"ratio_vs_sb3={fast / sb3:.1f} fast_fraction_of_env={fast / env:.3f} paper_fraction_of_env={paper / env:.3f} "
-          f"peak_rss_mb={peak_rss:.0f}")
+          f"ratio_vs_sb3={fast / sb3:.1f} fast_fraction_of_env={fast / env:.3f} "
+          f"paper_fraction_of_env={paper / env:.3f} peak_rss_mb={peak_rss:.0f} "
+          f"fast_1000_its_s={run_s['fast']:.1f} paper_1000_its_s={run_s['paper']:.1f}")
 
 
 if __name__ == "__main__":
