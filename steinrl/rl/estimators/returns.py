@@ -9,12 +9,11 @@ batches and the device-resident rollout's share them. Written like SB3's
 - ``terminated[t]``: a true terminal state; a truncated step (time limit) or a step cut
   at the batch boundary bootstraps from the value of the observation after it.
 
-Sums run in float64; only the recursions over t are sequential.
+Sums run in float64; the recursions over t are scans of ⌈log2 T⌉ whole-tensor rounds.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -24,20 +23,23 @@ __all__ = ["discounted_returns", "running_returns", "gae", "masked_mean_var", "s
 def _reverse_scan(x: Tensor, cont: Tensor) -> Tensor:
     """``out[t] = x[t] + cont[t] * out[t + 1]`` (``out[T] = 0``), float64, ``(T, ...)``.
 
-    The one sequential part: on CPU it runs on numpy views of the tensors (a step costs
-    numpy's ~1 µs per op instead of torch's ~5 µs; the same IEEE operations, so the same
-    numbers), elsewhere on the device.
+    One path on every device: a doubling scan over t, ⌈log2 T⌉ rounds of whole-tensor ops
+    (no per-step loop, no host sync). After round r, ``out[t]`` holds the recursion's sum
+    over the next 2^r steps, ``out[t] = Σ_{j=t}^{t+2^r−1} (Π_{i=t}^{j−1} cont[i]) x[j]``, and
+    ``a[t] = Π_{i=t}^{t+2^r−1} cont[i]`` (kept only where a later round reads it), so that
+    round r + 1 adds ``a[t] · out[t + 2^r]``. The same sums as the sequential loop in another
+    order: equal to float64 rounding (~1e-15 relative; tests/test_speed_exact.py). On CPU it
+    costs about what numpy's step-by-step loop did (0.5 against 0.2 ms at T = 100, 2.4
+    against 1.4 ms at T = 917; docs/benchmarks.md).
     """
-    out = torch.empty_like(x)
-    if x.device.type == "cpu":
-        xs, cs, os_ = x.numpy(), cont.numpy(), out.numpy()
-        running = np.zeros(xs.shape[1:])
-        for t in range(xs.shape[0] - 1, -1, -1):
-            running = os_[t] = xs[t] + cs[t] * running
-        return out
-    running = torch.zeros_like(x[0])
-    for t in range(x.shape[0] - 1, -1, -1):
-        running = out[t] = x[t] + cont[t] * running
+    T = x.shape[0]
+    out, a = x.clone(), cont.clone()
+    k = 1
+    while k < T:
+        out[:T - k] = torch.addcmul(out[:T - k], a[:T - k], out[k:])  # reads the old out[k:] first
+        if 2 * k < T:
+            a[:T - 2 * k] = a[:T - 2 * k] * a[k:T - k]
+        k *= 2
     return out
 
 
