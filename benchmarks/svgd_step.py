@@ -14,8 +14,8 @@
    torch.no_grad. Without autograd, EnsembleMLP evaluates large tanh blocks as
    2·sigmoid(2z) − 1 (torch.tanh is several times slower on CPU); the time with plain
    torch.tanh_ is printed too.
-3. Roofline of one SVGD direction (rbf, svpg) at M ∈ {64, 256}, D = 1e5 (2e4 with --quick;
-   other sizes with --roofline-size, on any --device), for the default options,
+3. Roofline of one SVGD direction (rbf, svpg) at M × D = 64 × 1e5, 256 × 1e5, 1024 × 2.5e4
+   (D / 5 with --quick; other sizes with --roofline-size, on any --device), for the default options,
    ``attractive_norm=False``, and that plus ``precision="bf16"``. The device's peaks are
    measured in the script: FLOP/s as the faster of a 2048³ and a 256 × 40960 × 256 matmul,
    in float32 and in bfloat16 (on a CPU, what oneDNN reaches there), memory bandwidth as a
@@ -24,7 +24,8 @@
    product in the chosen precision) and the compulsory traffic (θ and G read once, φ
    written once: 12MD bytes); ``roofline fraction = max(FLOP-bound, bandwidth-bound time) /
    measured``. Peaks and times of this section are the fastest timed block (not the
-   median), which other jobs on a shared machine inflate least.
+   median), which other jobs on a shared machine inflate least, and on one CPU thread they
+   are this process's CPU time (the same as wall time on an idle machine).
 
 Times are medians (torch.utils.benchmark for the fused paths, repeated wall-clock
 runs for the slow loops) after a warm-up. The last line is ``svgd_step speedup_vs_loop=<x
@@ -95,9 +96,9 @@ def timer_median(stmt: str, globals_: dict, min_run_time: float) -> float:
     return t.blocked_autorange(min_run_time=min_run_time).median
 
 
-def timer_best(stmt: str, globals_: dict, min_run_time: float) -> float:
+def timer_best(stmt: str, globals_: dict, min_run_time: float, clock=time.perf_counter) -> float:
     """The fastest of the timed blocks (a peak, or a time on a machine that other jobs share)."""
-    t = benchmark.Timer(stmt=stmt, globals=globals_)
+    t = benchmark.Timer(stmt=stmt, globals=globals_, timer=clock)
     t.timeit(2)  # warm-up
     return min(t.blocked_autorange(min_run_time=min_run_time).times)
 
@@ -181,6 +182,12 @@ def bench_ensemble(quick: bool) -> float:
     return speedup
 
 
+def roofline_clock(device: torch.device):
+    """Section 3's clock: this process's CPU time on one CPU thread (wall time on an idle
+    machine, less what other jobs take from the core on a shared one), else wall time."""
+    return time.process_time if device.type == "cpu" and torch.get_num_threads() == 1 else time.perf_counter
+
+
 def measure_peaks(quick: bool, device: torch.device) -> dict[str, float]:
     """The device's float32 and bfloat16 matmul FLOP/s (the faster of a square n³ product and a
     Gram-shaped 256 × 20n × 256 one) and copy bandwidth (bytes/s)."""
@@ -188,15 +195,16 @@ def measure_peaks(quick: bool, device: torch.device) -> dict[str, float]:
     gen = torch.Generator(device).manual_seed(0)
     square = torch.randn(n, n, generator=gen, device=device)
     wide = torch.randn(256, 20 * n, generator=gen, device=device)
-    run = 0.3 if quick else 1.0
+    run, clock = (0.3 if quick else 1.0), roofline_clock(device)
     peaks = {}
     for dtype in (torch.float32, torch.bfloat16):
         a, w = square.to(dtype), wide.to(dtype)
-        peaks[str(dtype).removeprefix("torch.")] = max(2 * n**3 / timer_best("a @ a", {"a": a}, run),
-                                                       2 * 256**2 * w.shape[1] / timer_best("w @ w.T", {"w": w}, run))
+        peaks[str(dtype).removeprefix("torch.")] = max(2 * n**3 / timer_best("a @ a", {"a": a}, run, clock),
+                                                       2 * 256**2 * w.shape[1] / timer_best("w @ w.T", {"w": w}, run,
+                                                                                            clock))
     src = torch.randn(1 << 26, generator=gen, device=device)
     dst = torch.empty_like(src)
-    peaks["bandwidth"] = 2 * src.numel() * 4 / timer_best("dst.copy_(src)", {"dst": dst, "src": src}, run)
+    peaks["bandwidth"] = 2 * src.numel() * 4 / timer_best("dst.copy_(src)", {"dst": dst, "src": src}, run, clock)
     return peaks
 
 
@@ -226,7 +234,7 @@ def bench_roofline(quick: bool, device: torch.device, sizes: list[tuple[int, int
         for label, norm, precision in configs:
             t = timer_best("svgd_direction(theta, grad, attractive_norm=norm, precision=precision)",
                            {"svgd_direction": svgd_direction, "theta": theta, "grad": grad, "norm": norm,
-                            "precision": precision}, min_run_time=0.3 if quick else 1.0)
+                            "precision": precision}, 0.3 if quick else 1.0, roofline_clock(device))
             computes_norm = norm or (norm is None and D <= ATTRACTIVE_NORM_MAX_DIM)
             bound = roofline_bound(M, D, peaks, computes_norm, precision)
             fractions[label] = bound / t
@@ -252,13 +260,13 @@ def main() -> None:
     parser.add_argument("--roofline-only", action="store_true", help="only section 3 (the roofline)")
     parser.add_argument("--device", default="cpu", help="device of section 3 (sections 1-2 run on cpu)")
     parser.add_argument("--roofline-size", type=size, action="append", metavar="MxD",
-                        help="section 3's sizes (repeatable; default 64x1e5 and 256x1e5, D = 2e4 with --quick)")
+                        help="section 3's sizes (repeatable; default 64x1e5, 256x1e5, 1024x2.5e4; D / 5 with --quick)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {device}")
     D = 20_000 if args.quick else 100_000
-    sizes = args.roofline_size or [(64, D), (256, D)]
+    sizes = args.roofline_size or [(64, D), (256, D), (1024, D // 4)]
     s = e = float("nan")
     if not args.roofline_only:
         s = bench_svgd(args.quick)
