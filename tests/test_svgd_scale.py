@@ -57,11 +57,12 @@ def test_bf16_products_keep_the_fp32_bandwidth():
     assert reduced["kernel_mean"].item() == pytest.approx(np.exp(-d[off] ** 2 / h_ref).mean(), rel=1e-4)
     for key in ("bandwidth", "mean_pairwise_distance", "kernel_mean", "repulsive_norm"):
         assert reduced[key].item() == full[key].item()  # the same float32 computation
-    # the control: the same Gram from bf16 or TF32 operands moves the bandwidth far beyond 1e-5
+    # the control: the same Gram from bf16 or TF32 operands moves the bandwidth well beyond 1e-5
+    # (by 1.1e-3 and 1.1e-4 here; the float32 Gram by 3.5e-6)
     c = t - t.mean(0)
-    for rounded in (c.to(torch.bfloat16), tf32_round(c)):
+    for rounded, at_least in ((c.to(torch.bfloat16), 3e-4), (tf32_round(c), 3e-5)):
         h = bandwidth(sq_dists_from_gram((rounded @ rounded.T).float())).item()
-        assert abs(h / h_ref - 1) > 1e-4
+        assert abs(h / h_ref - 1) > at_least
 
 
 class RecordProducts(TorchDispatchMode):
