@@ -6,7 +6,10 @@ and a per-particle surrogate J(θ_i) whose gradient drives the particle update
 :data:`ESTIMATORS` (see ``ppo.py``) plus its import below.
 """
 
-from steinrl.rl.estimators import a2c, ppo, reinforce  # noqa: F401,E402  (registers the estimators)
+# isort: off
 from steinrl.rl.estimators.base import ESTIMATORS, Advantages, Estimator
+# registers the estimators, in the order the CLI and the docs list them (reinforce, a2c, ppo)
+from steinrl.rl.estimators import reinforce, a2c, ppo  # noqa: F401,E402
+# isort: on
 
 __all__ = ["ESTIMATORS", "Advantages", "Estimator"]
