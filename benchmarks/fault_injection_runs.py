@@ -157,8 +157,27 @@ def reference(root: Path, kind: Kind) -> Reference:
 
 
 # --- one trial -----------------------------------------------------------------------------
+class Verdict:
+    """What a fault-injection trial reports: ``ok`` (no ``problems``) and one ``line`` (its
+    ``label()``, its ``notes``, OK or the problems)."""
+
+    notes: list[str]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def label(self) -> str:
+        raise NotImplementedError
+
+    def line(self) -> str:
+        status = "OK" if self.ok else "FAIL: " + "; ".join(self.problems)
+        return f"trial {self.label()} {' '.join(self.notes)} -> {status}"
+
+
 @dataclass
-class Trial:
+class Trial(Verdict):
     kind: str
     index: int
     sig: signal.Signals
@@ -169,13 +188,8 @@ class Trial:
     duplicates: int = 0
     stuck: bool = False
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def line(self) -> str:
-        status = "OK" if self.ok else "FAIL: " + "; ".join(self.problems)
-        return f"trial {self.kind:6s} {self.sig.name:7s} {self.index:02d} {' '.join(self.notes)} -> {status}"
+    def label(self) -> str:
+        return f"{self.kind:6s} {self.sig.name:7s} {self.index:02d}"
 
 
 def kill_plan(trial: Trial, ref: Reference) -> tuple[str, int | None, float]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from fault_injection_runs import Verdict  # benchmarks/, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, TRIALS, EVERY = 24, 4, 2  # iterations per sweep trial, sweep trials (2 algos x 2 seeds), checkpoint every
@@ -43,7 +44,7 @@ TIMEOUT = 900.0
 
 
 @dataclass
-class SweepTrial:
+class SweepTrial(Verdict):
     index: int
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -51,13 +52,8 @@ class SweepTrial:
     missing: int = 0
     orphans: int = 0
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def line(self) -> str:
-        status = "OK" if self.ok else "FAIL: " + "; ".join(self.problems)
-        return f"trial sweep  SIGKILL {self.index:02d} {' '.join(self.notes)} -> {status}"
+    def label(self) -> str:
+        return f"sweep  SIGKILL {self.index:02d}"
 
 
 def write_spec(path: Path) -> Path:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
+from steinrl.run.config import read_user_text  # noqa: E402
 
 #: S²VGD paper, table 1: test RMSE of S²VGD and SVGD (the issue's reference figures).
 TABLE1 = {"yacht": (0.47, 0.86), "energy": (0.38, 1.37), "boston": (2.56, 2.96), "concrete": (4.25, 5.32)}
@@ -110,12 +111,7 @@ def write_section(path: Path, name: str, rows: dict[tuple[str, str], str], note:
 def check_data_file(path: Path) -> None:
     """Every line of ``data.txt`` holds the same number of finite numbers; else a one-line
     :class:`ConfigError` naming the file, line and column."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not a text file ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    text = read_user_text(path, "data file")
     rows = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not rows:
         raise ConfigError(f"{path} is empty")

@@ -190,7 +190,7 @@ def _set_without_n_splits(tmp_path):
     ("1 2 3\n4 x 6\n", [], ["data.txt: line 2, column 2: 'x' is not a number"]),
     ("1 2 3\n4 5\n", [], ["line 2 has 2 values, line 1 has 3"]),
     ("", [], ["data.txt is empty"]),
-    (BINARY, [], ["data.txt is not a text file"]),
+    (BINARY, [], ["data.txt is not UTF-8 text"]),
     ("1 2 3\n4 5 6\n7 8 9\n", ["--particles", "0"], ["--particles must be >= 1"]),
     ("1 2 3\n4 5 6\n7 8 9\n", ["--batch-size", "0"], ["--batch-size must be >= 1"]),
     ("1 2 3\n4 5 6\n7 8 9\n", ["--splits", "0"], ["--splits must be >= 1"]),

@@ -287,17 +287,23 @@ def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = F
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
+def read_user_text(path: Path, what: str) -> str:
+    """A user's text file as UTF-8; unreadable or not text: a one-line :class:`ConfigError`
+    naming ``what`` (e.g. ``config file``) and ``path``."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping (UTF-8, no duplicate keys); any problem raises a one-line :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    text = read_user_text(path, "config file")
     try:
         data = yaml.load(text, Loader=_StrictLoader)
     except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
