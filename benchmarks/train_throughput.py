@@ -28,6 +28,9 @@ ours_paper=<steps/s> sb3_a2c=<steps/s> env=<steps/s> ratio_vs_sb3=<fast/sb3>
 fast_fraction_of_env=<fast/env> paper_fraction_of_env=<paper/env> peak_rss_mb=<m>
 fast_1000_its_s=<s> paper_1000_its_s=<s>``.
 
+``--clock cpu`` times everything in this process's CPU seconds instead of wall seconds: on
+a shared machine (other processes on the cores), the steadier figure to compare runs by.
+
 ``--profile``: instead, one iteration of each mode part by part under the torch profiler,
 the ops of each part by self CPU time (``--rows`` of them; the tables of docs/benchmarks.md).
 """
@@ -51,6 +54,8 @@ from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
 ENV = "CartpoleSwingUp"
+#: what every figure is timed by (``--clock``)
+clock = time.perf_counter
 
 
 def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[str, float], int]:
@@ -61,22 +66,22 @@ def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[st
     parts = dict.fromkeys(("rollout", "advantages", "policy update", "critic", "whole iteration"), 0.0)
     steps = 0
     for it in range(iterations + 1):
-        t0 = time.perf_counter()
+        t0 = clock()
         batch = agent.collect(sampler, it)
-        t1 = time.perf_counter()
+        t1 = clock()
         est = agent.estimator.advantages(batch, agent.critic)
-        t2 = time.perf_counter()
+        t2 = clock()
         stats = agent.update(batch, it)  # the whole update (advantages again, policy, critic)
-        t3 = time.perf_counter()
+        t3 = clock()
         if it == 0:  # warm-up
             continue
         steps += batch.num_steps
         parts["rollout"] += t1 - t0
         parts["advantages"] += t2 - t1
         parts["whole iteration"] += (t1 - t0) + (t3 - t2)
-        tc = time.perf_counter()
+        tc = clock()
         agent.critic.fit(compact(batch, est.advantages, est.value_targets, agent.device), it)
-        parts["critic"] += time.perf_counter() - tc
+        parts["critic"] += clock() - tc
         assert bool(torch.isfinite(stats.surrogate).all())
     seconds = parts["whole iteration"]
     parts["policy update"] = seconds - parts["rollout"] - parts["advantages"] - parts["critic"]
@@ -90,10 +95,10 @@ def run_seconds(algo: str, preset: str | None, window: int, iterations: int = 10
     iterations (``Trainer.step``) after one warm-up iteration."""
     trainer = Trainer(load_config(algo, ENV, {"iterations": iterations}, preset=preset))
     trainer.step()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(window):
         trainer.step()
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     trainer.close()
     return seconds / window * iterations
 
@@ -112,9 +117,9 @@ def profile_parts(algo: str, preset: str | None, rows: int) -> None:
 
     def table(part: str, fn):  # noqa: ANN001, ANN202
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            t0 = time.perf_counter()
+            t0 = clock()
             out = fn()
-            ms = 1e3 * (time.perf_counter() - t0)
+            ms = 1e3 * (clock() - t0)
         print(f"--- {preset or 'paper'}: {part}, {ms:.1f} ms under the profiler")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=44))
         return out
@@ -136,9 +141,9 @@ def sb3_a2c(steps: int) -> float:
     venv = make_vec_env(envs.resolve_env_id(ENV), n_envs=16, seed=0)
     model = A2C("MlpPolicy", venv, seed=0, device="cpu", verbose=0)
     model.learn(2_000)  # warm-up
-    t0 = time.perf_counter()
+    t0 = clock()
     model.learn(steps, reset_num_timesteps=False)
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     venv.close()
     return steps / seconds
 
@@ -152,10 +157,10 @@ def raw_env(num_envs: int, total_steps: int = 400_000) -> float:
         venv.step(a)
     best = 0.0
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = clock()
         for a in actions:
             venv.step(a)
-        best = max(best, steps * num_envs / (time.perf_counter() - t0))
+        best = max(best, steps * num_envs / (clock() - t0))
     venv.close()
     return best
 
@@ -169,7 +174,11 @@ def main() -> None:
     p.add_argument("--window", type=int, default=10, help="(f): whole iterations timed per mode")
     p.add_argument("--profile", action="store_true", help="only profile one iteration of each mode, part by part")
     p.add_argument("--rows", type=int, default=12, help="--profile: ops per part")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="time by wall seconds, or by this process's CPU seconds (steadier on a shared machine)")
     args = p.parse_args()
+    global clock
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if min(args.iterations, args.window, args.rows) < 1:
         p.error("--iterations, --window and --rows must be >= 1")
     torch.set_num_threads(1)
@@ -178,7 +187,8 @@ def main() -> None:
         for preset in ("fast", None):
             profile_parts(args.algo, preset, args.rows)
         return
-    print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration")
+    print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration; "
+          f"{args.clock} clock")
     fast, fast_parts, fast_envs = ours(args.algo, "fast", args.iterations)
     print(f"(a) fast preset (continuing, {fast_envs} envs): {fast:,.0f} env steps/s")
     paper, paper_parts, paper_envs = ours(args.algo, None, args.iterations)
