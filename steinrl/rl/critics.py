@@ -183,7 +183,7 @@ class ValueEnsemble(Critic):
     @torch.no_grad()
     def _regression_data(self, samples: Samples, seed: int | list[int]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Sets the target statistics; returns every step's inputs ``(steps, M, obs_dim, n)``
-        (feature-major, normalised), standardised targets ``(steps, M, 1, n)``, weights
+        (feature-major views, normalised), standardised targets ``(steps, M, 1, n)``, weights
         ``(steps, M, 1, n)`` (mask / the step's count of real samples) and the targets' std ``(M,)``.
         Without sampling (``minibatch`` >= the samples), one tensor expanded over the steps."""
         obs, mask = self.obs_norm(samples.obs), samples.mask
@@ -201,17 +201,16 @@ class ValueEnsemble(Critic):
             return (x.expand(S, *x.shape[1:]), zt.expand(S, *zt.shape[1:]),
                     (mk / count[:, None, None]).expand(S, *mk.shape[1:]), std)
         seeds = [seed] if isinstance(seed, int) else list(seed)
-        # each generator's draws for all steps at once: the numbers of one draw per step
-        idx = torch.cat([torch.randint(B, (S, M // len(seeds), self.minibatch), device=obs.device,
-                                       generator=torch.Generator(device=obs.device).manual_seed(s)) for s in seeds], 1)
+        gens = [torch.Generator(device=obs.device).manual_seed(s) for s in seeds]
+        # one draw per step and generator, as the plain loop (on a device, one draw of all
+        # steps would not give the same numbers)
+        idx = torch.stack([torch.cat([torch.randint(B, (M // len(gens), self.minibatch), generator=g,
+                                                    device=obs.device) for g in gens]) for _ in range(S)])
         flat = (idx + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # columns of (M * B)
-        # feature by feature, into the rows of one tensor (faster than gathering obs_dim floats per sample)
-        rows = [obs.reshape(M * B, -1)[:, k] for k in range(obs.shape[-1])] + [z.view(-1), mask.view(-1)]
-        picked = obs.new_empty(len(rows), S * M * self.minibatch)
-        for row, out in zip(rows, picked):
-            torch.index_select(row, 0, flat, out=out)
-        picked = picked.view(len(rows), S, M, 1, -1)  # (d + 2, S, M, 1, n)
-        x, zt, mk = picked[:-2, :, :, 0].permute(1, 2, 0, 3), picked[-2], picked[-1]
+        n = self.minibatch
+        # the inputs as a transposed view (the matmuls take it as it is: no transposing copy)
+        x = obs.reshape(M * B, -1).index_select(0, flat).view(S, M, n, -1).mT
+        zt, mk = (t.reshape(-1).index_select(0, flat).view(S, M, 1, n) for t in (z, mask))
         return x, zt, mk / mk.sum(-1, keepdim=True).clamp_min(1.0), std
 
     def extra_state(self) -> dict:
