@@ -132,7 +132,7 @@ def bench_svgd(quick: bool) -> float:
             per_row = time.perf_counter() - t0
             rows = M if per_row * M <= budget else max(1, min(M, int(budget / per_row)))
             repeats = 3 if per_row * rows < 0.5 else 1
-            t_rows = wallclock_median(lambda: naive_svgd_rows(theta, grad, rows), repeats)
+            t_rows = wallclock_median(lambda th=theta, g=grad, r=rows: naive_svgd_rows(th, g, r), repeats)
             t_naive = t_rows * M / rows
             note = "" if rows == M else f"(est. from {rows} rows)"
             speedup = t_naive / t_fused

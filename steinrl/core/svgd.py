@@ -33,14 +33,21 @@ process-wide and would reach that Gram too.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.kernels import (BANDWIDTH_RULES, KERNELS, bandwidth, check_bandwidth_rule, kernel_matrix,
-                                  pairwise_sq_dists, sq_dists_from_gram)
+from steinrl.core.kernels import (
+    BANDWIDTH_RULES,
+    KERNELS,
+    bandwidth,
+    check_bandwidth_rule,
+    kernel_matrix,
+    pairwise_sq_dists,
+    sq_dists_from_gram,
+)
 from steinrl.core.optim import TFRMSprop, adam
 
 __all__ = [

@@ -104,7 +104,8 @@ def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "
 
 
 def halved_lr(lr: float, iteration: int, every: int, start: int) -> float:
-    """The S²VGD code's schedule: ``lr`` halved every ``every`` iterations from ``start`` on (``every`` = 0: constant)."""
+    """The S²VGD code's schedule: ``lr`` halved every ``every`` iterations from ``start`` on
+    (``every`` = 0: constant)."""
     if every > 0 and iteration >= start:
         return lr * 0.5 ** ((iteration - start) // every + 1)
     return lr

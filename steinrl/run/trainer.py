@@ -151,7 +151,7 @@ class Trainer:
         """Atomically write seed ``seed_index``'s :meth:`state_dict` to ``path``."""
         save_checkpoint(self.state_dict(seed_index), path)
 
-    def restore(self, path: str | Path | list[str | Path]) -> "Trainer":
+    def restore(self, path: str | Path | list[str | Path]) -> Trainer:
         """Load the checkpoint(s) written by :meth:`save` (one per seed; without unpickling
         objects) and return this trainer: ``t = steinrl.Trainer(cfg).restore(path)``."""
         paths = [path] if isinstance(path, (str, Path)) else list(path)
