@@ -13,8 +13,9 @@ A critic is plain regression, not part of θ and not moved by SVGD. Interface:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -220,16 +221,27 @@ class ValueEnsemble(Critic):
         self.optimizer.load_state_dict(state["optimizer"])
 
 
-#: Per hidden activation, for :class:`_Regression`: ``(forward in place on the pre-activation
-#: buffer, (alpha, beta), derivative in place from the stored u, its scale)``, the layer's
-#: output being h = alpha u + beta and dh/dz = scale * derivative(u). tanh is stored as
-#: u = sigmoid(2z) (tanh z = 2u − 1; torch's float32 tanh is several times slower on CPU,
-#: see steinrl.core.ensemble), its derivative 1 − h² = 4 u (1 − u).
-_HAND_WRITTEN = {
-    "tanh": (lambda z: z.sigmoid_(), (2.0, -1.0), lambda u: u.addcmul_(u, u, value=-1.0), 4.0),
-    "relu": (lambda z: z.relu_(), (1.0, 0.0), lambda u: u.sign_(), 1.0),  # 0 at 0, as autograd
-    "elu": (torch.nn.functional.elu_, (1.0, 0.0), lambda u: u.clamp_(max=0.0).add_(1.0), 1.0),  # exp z = u + 1
-    "identity": (lambda z: z, (1.0, 0.0), None, 1.0),
+class _Hidden(NamedTuple):
+    """How :class:`_Regression` computes a hidden activation: it stores u = forward(z_scale · z)
+    (in place), the layer's output is h = alpha u + beta, and dh/dz = scale · derivative(u)
+    (in place on u)."""
+
+    forward: Callable[[Tensor], Tensor]
+    z_scale: float
+    alpha: float
+    beta: float
+    derivative: Callable[[Tensor], Tensor] | None
+    scale: float
+
+
+#: tanh as u = sigmoid(2z), tanh z = 2u − 1 (torch's float32 tanh is several times slower on
+#: CPU, see steinrl.core.ensemble), 1 − tanh² z = 4 u (1 − u); relu's derivative 0 at 0 and
+#: elu's exp z = u + 1 below 0, as autograd's.
+_HIDDEN = {
+    "tanh": _Hidden(torch.sigmoid_, 2.0, 2.0, -1.0, lambda u: u.addcmul_(u, u, value=-1.0), 4.0),
+    "relu": _Hidden(torch.relu_, 1.0, 1.0, 0.0, Tensor.sign_, 1.0),
+    "elu": _Hidden(torch.nn.functional.elu_, 1.0, 1.0, 0.0, lambda u: u.clamp_(max=0.0).add_(1.0), 1.0),
+    "identity": _Hidden(lambda z: z, 1.0, 1.0, 0.0, None, 1.0),
 }
 
 
@@ -237,7 +249,7 @@ class _Regression:
     """The value regression's step on an :class:`EnsembleMLP` of dense layers, forward and
     backward written out (what autograd computes, to float rounding) into buffers allocated
     once for all the steps of a fit. Feature-major throughout: a layer's activations are
-    ``(M, features, n)``; z is the pre-activation (scaled by 2 for tanh's sigmoid).
+    ``(M, features, n)``.
 
     :param net: the value networks (``layer="gaussian"``: W ``(M, in, out)``, bias ``(M, out)``).
     :param n: samples per particle of each step.
@@ -245,27 +257,27 @@ class _Regression:
 
     def __init__(self, net: EnsembleMLP, n: int):
         self.layers = [(layer.W, layer.bias) for layer in net.layers]
-        self.forward_act, (self.alpha, self.beta), self.derivative, self.scale = _HAND_WRITTEN[net.activation]
-        W = self.layers[0][0]
-        self.hidden = [W.new_empty(W.shape[0], w.shape[2], n) for w, _ in self.layers[:-1]]  # stored u per layer
-        self.grad_in = [W.new_empty(W.shape[0], w.shape[1], n) for w, _ in self.layers[1:]]  # dL/dh of its input
+        self.act = _HIDDEN[net.activation]
+        M = net.num_particles
+        self.hidden = [w.new_empty(M, w.shape[2], n) for w, _ in self.layers[:-1]]  # each hidden layer's u
+        self.grad_in = [w.new_empty(M, w.shape[1], n) for w, _ in self.layers[1:]]  # dL/dz of a layer's input
 
     def loss_and_gradients(self, x: Tensor, z: Tensor, weight: Tensor, total: Tensor) -> None:
         """Adds each particle's weighted squared error of the net on inputs ``x`` ``(M, in, n)``
         against ``z`` ``(M, 1, n)`` (weights ``(M, 1, n)``) to ``total`` ``(M,)``; puts its
         gradients (of the sum over particles) in the parameters' ``grad``."""
-        alpha, beta = self.alpha, self.beta
+        act = self.act
         with torch.no_grad():
-            h, a, b_ = x, 1.0, 0.0  # the layer input and its representation: h_true = a h + b_
+            h, alpha, beta = x, 1.0, 0.0  # the layer's input is alpha h + beta
             for i, (W, b) in enumerate(self.layers):
-                c = 2.0 if i < len(self.hidden) and alpha == 2.0 else 1.0  # tanh: sigmoid(2z)
-                bias = (b + W.sum(1) * b_) * c if b_ else b * c
-                out = self.hidden[i] if i < len(self.hidden) else None
-                z_ = torch.baddbmm(bias.unsqueeze(2), W.mT * (a * c), h, out=out)
-                if out is not None:
-                    self.forward_act(z_)
-                    a, b_ = alpha, beta
-                h = z_
+                hidden = i < len(self.hidden)
+                s = act.z_scale if hidden else 1.0
+                # s (W^T (alpha h + beta) + b): the constants go into the (small) weights
+                bias = (b + beta * W.sum(1) if beta else b) * s
+                h = torch.baddbmm(bias.unsqueeze(2), W.mT * (alpha * s), h, out=self.hidden[i] if hidden else None)
+                if hidden:
+                    act.forward(h)
+                    alpha, beta = act.alpha, act.beta
             resid = h.sub_(z)  # (M, 1, n): prediction − target
             half = resid * weight
             total.add_((half * resid).sum((1, 2)))
@@ -273,20 +285,18 @@ class _Regression:
 
     def _backward(self, x: Tensor, g: Tensor) -> None:
         """Gradients into ``p.grad`` from ``g`` ``(M, 1, n)``, dL/d(prediction)."""
+        act = self.act
         for i in range(len(self.layers) - 1, -1, -1):
             W, b = self.layers[i]
-            db = g.sum(-1)
+            b.grad = g.sum(-1)
             if i == 0:
                 W.grad = torch.bmm(x, g.mT)
-            else:
-                u = self.hidden[i - 1]
-                dW = torch.bmm(u, g.mT)
-                W.grad = dW.mul_(self.alpha).add_(db.unsqueeze(1), alpha=self.beta) if self.alpha != 1.0 else dW
-                g_in = torch.bmm(W * self.scale, g, out=self.grad_in[i - 1])
-                if self.derivative is not None:
-                    g_in.mul_(self.derivative(u))
-                g = g_in
-            b.grad = db
+                return
+            u = self.hidden[i - 1]
+            W.grad = torch.baddbmm(b.grad.unsqueeze(1), u, g.mT, beta=act.beta, alpha=act.alpha)  # (alpha u + beta) g^T
+            g = torch.bmm(W * act.scale, g, out=self.grad_in[i - 1])
+            if act.derivative is not None:
+                g.mul_(act.derivative(u))
 
 
 class LinearBaseline(Critic):
