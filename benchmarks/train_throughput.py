@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Training throughput: steinrl's SVPG (fast and paper modes) vs Stable-Baselines3 A2C vs raw env stepping.
 
-    python benchmarks/train_throughput.py [--iterations 5] [--sb3-steps 20000]
+    python benchmarks/train_throughput.py [--iterations 5] [--sb3-steps 20000] [--window 10] [--clock cpu]
+    python benchmarks/train_throughput.py --profile [--rows 12] [--clock cpu]
 
 Measures, in one process and one torch thread, on CartpoleSwingUp at paper scale
 (M = 16 particles, 5000 env steps per particle per iteration):
