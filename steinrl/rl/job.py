@@ -116,12 +116,11 @@ def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
     return out
 
 
-def episode_scalars(episode_stats: Tensor | np.ndarray) -> dict[str, float]:
-    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)``: SB3's ``ep_rew_mean`` /
-    ``ep_len_mean`` and the papers' max over particles of each particle's mean return over
-    the episodes it completed in the batch."""
-    stats = episode_stats.cpu().numpy() if isinstance(episode_stats, Tensor) else episode_stats
-    return_sum, length_sum, count = stats  # (M,) each
+def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
+    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)`` (on the host, read by
+    :func:`to_host`): SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max over
+    particles of each particle's mean return over the episodes it completed in the batch."""
+    return_sum, length_sum, count = episode_stats  # (M,) each
     total = count.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         per_particle = return_sum / count  # NaN for a particle without a finished episode
