@@ -9,7 +9,8 @@ sampling, 50 envs per particle) it prints:
 
 1. whole-training env steps/s (rollout + update, after one warm-up iteration) with each
    env backend: ``numpy`` (host envs, the policy on the device) and ``torch`` (envs, rollout
-   buffers and update on the device, :mod:`steinrl.rl.rollout` on a device task);
+   buffers and update on the device, :mod:`steinrl.rl.rollout` on a device task), eager and
+   with ``rollout.compile`` (the warm-up iteration compiles);
 2. raw stepping of the torch task on the device at the training's env count (16 × 50) and
    at the 10-seed count, random actions pre-drawn on the device;
 3. the 10-seed aggregate: seeds 0..9 as one batch (``steinrl.Trainer(cfg, seeds)``),
@@ -22,9 +23,15 @@ sampling, 50 envs per particle) it prints:
    unless ``--full-svgd`` (M = 1024, D = 1e6 is 8 GB of inputs and ~6 TFLOP of matmuls);
 5. peak memory: ``torch.cuda.max_memory_allocated`` on cuda, peak RSS of the process on cpu.
 
-Last line: ``gpu_throughput device=<name> paper_steps_per_s=<x> seeds10_steps_per_s=<x>
+6. the rollout step's work: eager kernels per env step (aten ops that are not views, counted
+   by a dispatch recorder over one batch; all ops beside), the kernels Inductor generates for
+   the compiled step (``rollout.compile``: one graph per step), and the host syncs of one
+   whole iteration (the job's one transfer plus any op that reads a value back).
+
+Last line: ``gpu_throughput device=<name> paper_steps_per_s=<x> eager_ops_per_step=<x>
+compiled_step_kernels=<n> syncs_per_iteration=<n> seeds10_steps_per_s=<x>
 env_steps_per_s=<x> fraction_of_env=<x> svgd_m1024_d1e6_ms=<x> svgd_bound_fraction=<x>
-peak_mem_mb=<x>``, where ``paper_steps_per_s`` is the faster backend, ``env_steps_per_s`` the
+peak_mem_mb=<x>``, where ``paper_steps_per_s`` is the fastest of the three, ``env_steps_per_s`` the
 raw torch env at the training's env count, ``fraction_of_env`` their ratio, and the SVGD
 figures those of M = 1024, D = 1e6 (``nan`` when skipped).
 """
@@ -36,9 +43,11 @@ import math
 import resource
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -56,14 +65,77 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def config(device: str, backend: str, iterations: int):
+def config(device: str, backend: str, iterations: int, compile_: bool = False):
     return load_config(ALGO, ENV, {"iterations": iterations + 1, "device": device, "rollout.env_backend": backend,
-                                   "run.progress": False}, preset=PRESET)
+                                   "rollout.compile": compile_, "run.progress": False}, preset=PRESET)
 
 
-def training(device: torch.device, backend: str, iterations: int) -> float:
+#: aten ops that only make a view (no kernel, no memory traffic)
+VIEW_OPS = {"view", "_unsafe_view", "select", "slice", "transpose", "t", "permute", "unsqueeze", "squeeze",
+            "expand", "unbind", "alias", "as_strided", "reshape", "split", "chunk", "narrow"}
+#: aten ops that read a value back to the host
+SYNC_OPS = {"_local_scalar_dense", "item", "is_nonzero", "nonzero", "masked_select", "equal"}
+
+
+class CountOps(TorchDispatchMode):
+    """Counts the aten ops dispatched inside the ``with`` block, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def step_ops(device: torch.device) -> tuple[float, float]:
+    """Eager ops per env step of the rollout (torch backend): kernels (ops that are not views)
+    and all aten ops, over one batch after a warm-up iteration (per-batch draws included)."""
+    trainer = Trainer(config(str(device), "torch", 1))
+    trainer.step()
+    job = trainer.job
+    with torch.no_grad(), CountOps() as recorder:
+        batch = job.agent.collect(job.sampler, 1)
+    steps = batch.actions.shape[0]
+    trainer.close()
+    kernels = sum(n for op, n in recorder.counts.items() if op not in VIEW_OPS)
+    return kernels / steps, sum(recorder.counts.values()) / steps
+
+
+def syncs_per_iteration(device: torch.device) -> int:
+    """Host reads in one whole iteration (torch backend): the job's ``to_host`` transfers plus
+    every other op that reads a value back."""
+    import steinrl.rl.job as job_module
+
+    trainer = Trainer(config(str(device), "torch", 1))
+    trainer.step()
+    transfers, real = [], job_module.to_host
+    job_module.to_host = lambda values: transfers.append(1) or real(values)
+    try:
+        with CountOps() as recorder:
+            trainer.step()
+    finally:
+        job_module.to_host = real
+    trainer.close()
+    return len(transfers) + sum(n for op, n in recorder.counts.items() if op in SYNC_OPS)
+
+
+def compiled_kernels(device: torch.device) -> int:
+    """Kernels Inductor generates for the compiled rollout step (``rollout.compile``)."""
+    from torch._inductor import metrics
+
+    torch._dynamo.reset()
+    metrics.reset()
+    trainer = Trainer(config(str(device), "torch", 1, compile_=True))
+    trainer.step()
+    trainer.close()
+    return metrics.generated_kernel_count
+
+
+def training(device: torch.device, backend: str, iterations: int, compile_: bool = False) -> float:
     """Env steps/s of whole iterations (rollout + update) with one env backend."""
-    trainer = Trainer(config(str(device), backend, iterations))
+    trainer = Trainer(config(str(device), backend, iterations, compile_))
     trainer.step()  # warm-up
     sync(device)
     start, steps = time.perf_counter(), 0
@@ -155,7 +227,15 @@ def main() -> None:
         rates[backend] = training(device, backend, args.iterations)
         print(f"training, env_backend={backend:5s}: {rates[backend]:14,.0f} env steps/s "
               f"({80e6 / rates[backend]:7.1f} s per 1000 iterations)", flush=True)
+    rates["torch, compiled"] = training(device, "torch", args.iterations, compile_=True)
+    print(f"training, env_backend=torch, rollout.compile: {rates['torch, compiled']:14,.0f} env steps/s "
+          f"({80e6 / rates['torch, compiled']:7.1f} s per 1000 iterations)", flush=True)
     paper = max(rates.values())
+    kernels, ops = step_ops(device)
+    syncs = syncs_per_iteration(device)
+    compiled = compiled_kernels(device)
+    print(f"rollout step, eager: {kernels:.1f} kernels ({ops:.1f} aten ops, views included) per env step; "
+          f"compiled: one graph of {compiled} generated kernels; host syncs per iteration: {syncs}", flush=True)
     env_one = raw_env(device, 16 * 50)
     env_many = raw_env(device, args.seeds * 16 * 50)
     print(f"raw torch env, {16 * 50:6d} envs: {env_one:14,.0f} steps/s", flush=True)
@@ -181,6 +261,7 @@ def main() -> None:
     peak = peak_memory_mb(device)
     print(f"peak {'device memory' if device.type == 'cuda' else 'RSS'}: {peak:.0f} MB")
     print(f"gpu_throughput device={name.replace(' ', '_')} paper_steps_per_s={paper:.0f} "
+          f"eager_ops_per_step={kernels:.1f} compiled_step_kernels={compiled} syncs_per_iteration={syncs} "
           f"seeds10_steps_per_s={seeds_rate:.0f} env_steps_per_s={env_one:.0f} fraction_of_env={paper / env_one:.3f} "
           f"svgd_m1024_d1e6_ms={big[0]:.2f} svgd_bound_fraction={big[1]:.3f} peak_mem_mb={peak:.0f}")
 

@@ -33,20 +33,20 @@ import torch
 from .core import DEFAULT_MAX_EPISODE_STEPS, BatchedTask
 
 
-def semi_implicit_euler(
-    positions: Sequence[torch.Tensor],
-    velocities: Sequence[torch.Tensor],
-    dvs: Sequence[torch.Tensor],
-    caps: Sequence[float],
-    dt: float,
-) -> None:
+def semi_implicit_euler(positions: torch.Tensor, velocities: torch.Tensor, dv: torch.Tensor,
+                        caps: tuple[torch.Tensor, torch.Tensor] | float, dt: float) -> None:
     """Box2D's integrator step, in place (the numpy :func:`steinrl.envs.core.semi_implicit_euler`
     per coordinate): velocities first, each ``v += dv`` clamped to ``±cap`` (Box2D's
-    per-step motion caps), then positions with the new velocities, ``q += dt · v``."""
-    for v, dv, cap in zip(velocities, dvs, caps):
-        v.add_(dv).clamp_(-cap, cap)
-    for q, v in zip(positions, velocities):
-        q.add_(v * dt)
+    per-step motion caps), then positions with the new velocities, ``q += dt · v``.
+
+    :param positions: ``(k, n)`` rows of the state (a view: updated in place).
+    :param velocities: ``(k, n)`` their velocity rows (a view: updated in place).
+    :param dv: ``(k, n)`` the velocity changes.
+    :param caps: one cap for every row, or per row ``(−caps, caps)`` as ``(k, 1)`` tensors.
+    """
+    low, high = (-caps, caps) if isinstance(caps, float) else caps
+    velocities.add_(dv).clamp_(low, high)
+    positions.add_(velocities * dt)
 
 
 class TorchVectorTask(ABC):
@@ -91,7 +91,6 @@ class TorchVectorTask(ABC):
         self.state = torch.zeros((self.state_dim, n), dtype=dtype, device=self.device)
         self.steps = torch.zeros(n, dtype=torch.int64, device=self.device)
         self._prev_done = torch.zeros(n, dtype=torch.bool, device=self.device)
-        self._zero = torch.zeros((), dtype=dtype, device=self.device)
         self._action_shapes = ((n,), (n, 1))
 
     @property
@@ -119,15 +118,21 @@ class TorchVectorTask(ABC):
         return self.generators[0]
 
     @abstractmethod
-    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """``n`` initial states ``(state_dim, n)`` drawn with ``generator``."""
+    def draw_initial_state(self, n: int, generator: torch.Generator, steps: tuple[int, ...] = ()) -> torch.Tensor:
+        """``n`` initial states ``(*steps, state_dim, n)`` drawn with ``generator`` (``steps``:
+        leading dims of independent draws, in the generator's order: one draw of ``(S, state_dim,
+        n)`` gives S successive draws of ``(state_dim, n)``)."""
 
-    def sample_initial_state(self, n: int) -> torch.Tensor:
-        """``n`` initial states ``(state_dim, n)``: each group's block from its own generator."""
+    def sample_initial_state(self, n: int, steps: int | None = None) -> torch.Tensor:
+        """``n`` initial states ``(state_dim, n)``, each group's block from its own generator;
+        with ``steps``, the reset states of that many steps at once, ``(steps, state_dim, n)``
+        (on the CPU the same numbers as ``steps`` successive calls, for a uniform draw and any
+        normal draw of at least 16 values per group)."""
+        lead = () if steps is None else (int(steps),)
         if len(self.generators) == 1:
-            return self.draw_initial_state(n, self.generators[0])
+            return self.draw_initial_state(n, self.generators[0], lead)
         per_group = n // len(self.generators)
-        return torch.cat([self.draw_initial_state(per_group, g) for g in self.generators], dim=1)
+        return torch.cat([self.draw_initial_state(per_group, g, lead) for g in self.generators], dim=-1)
 
     @abstractmethod
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,10 +171,15 @@ class TorchVectorTask(ABC):
         for generator, state in zip(self.generators, saved["rng"]):
             generator.set_state(state)
 
-    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def step(self, actions: torch.Tensor, reset_states: torch.Tensor | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step of every env under ``actions`` ``(n,)`` or ``(n, 1)`` in [−1, 1] (any
         floating dtype, on the device), with next-step autoreset.
 
+        :param reset_states: ``(state_dim, n)`` where the envs that autoreset at this step
+            start (a row of :meth:`sample_initial_state` ``(n, steps)``, drawn once for many
+            steps); None draws them now. Without a generator in it, the step traces whole
+            (``torch.compile(fullgraph=True)``).
         :returns: ``(obs (n, obs_dim), reward (n,), terminated (n,) bool, truncated (n,) bool)``.
         :raises ValueError: wrong action shape.
         """
@@ -179,14 +189,12 @@ class TorchVectorTask(ABC):
         limit = self.numpy_task.max_action_effort
         effort = (actions.reshape(self.num_envs).to(self.dtype) * limit).clamp_(-limit, limit)
         reward, terminated = self.advance(self.state, effort)
-        self.steps += 1
-        truncated = self.steps >= self.max_episode_steps
-
         reset = self._prev_done  # next-step autoreset of the envs that ended last step
-        self.state = torch.where(reset, self.sample_initial_state(self.num_envs), self.state)
-        self.steps.masked_fill_(reset, 0)
-        reward = torch.where(reset, self._zero, reward)
-        terminated = terminated & ~reset
-        truncated = truncated & ~reset
+        fresh = self.sample_initial_state(self.num_envs) if reset_states is None else reset_states
+        self.state = torch.where(reset, fresh, self.state)
+        self.steps.add_(1).masked_fill_(reset, 0)
+        truncated = self.steps >= self.max_episode_steps  # (False where reset: max_episode_steps >= 1)
+        reward = reward.masked_fill_(reset, 0.0)
+        terminated = terminated.masked_fill_(reset, False)
         self._prev_done = terminated | truncated
         return self.observe(self.state), reward, terminated, truncated

@@ -61,11 +61,14 @@ class TorchCartpole(TorchVectorTask):
         self.joint_damping = p.joint_damping  # b of −b θ̇³, N m s³
         self.max_x_dot = MAX_TRANSLATION_PER_STEP / p.dt  # m/s, Box2D's motion caps
         self.max_theta_dot = MAX_ROTATION_PER_STEP / p.dt  # rad/s
+        caps = self.tensor([self.max_x_dot, self.max_theta_dot])[:, None]  # (2, 1): [ẋ, θ̇] rows
+        self.velocity_caps = (-caps, caps)
+        self.inertia_diagonal = self.tensor([self.pivot_inertia, self.total_mass])[:, None]  # (2, 1): [I_p, M + m]
         self.reset_low = self.tensor(self.numpy_task.reset_low)[:, None]  # (4, 1)
         self.reset_range = self.tensor(self.numpy_task.reset_high - self.numpy_task.reset_low)[:, None]
 
-    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        u = torch.rand((4, n), generator=generator, dtype=self.dtype, device=self.device)
+    def draw_initial_state(self, n: int, generator: torch.Generator, steps: tuple[int, ...] = ()) -> torch.Tensor:
+        u = torch.rand((*steps, 4, n), generator=generator, dtype=self.dtype, device=self.device)
         return u.mul_(self.reset_range).add_(self.reset_low)  # U(low, high) per row
 
     def physics_step(self, state: torch.Tensor, force: torch.Tensor) -> None:
@@ -80,11 +83,10 @@ class TorchCartpole(TorchVectorTask):
         rhs1 = sin_theta * (h * self.gravity)  # h g sin θ, N m
         if self.joint_damping:
             rhs1 -= (theta_dot * theta_dot).mul_(theta_dot).mul_(self.joint_damping)  # − b θ̇³
-        # dt·[ẍ, θ̈] = dt/det · ([I_p, M + m] ⊙ rhs + h cos θ · [rhs1, rhs0])
-        dv_x = (rhs0 * self.pivot_inertia).add_(rhs1 * h_cos).mul_(dt_over_det)
-        dv_theta = (rhs1 * self.total_mass).add_(rhs0 * h_cos).mul_(dt_over_det)
-        semi_implicit_euler((x, theta), (x_dot, theta_dot), (dv_x, dv_theta), (self.max_x_dot, self.max_theta_dot),
-                            self.dt)
+        # dt·[ẍ, θ̈] = dt/det · ([I_p, M + m] ⊙ rhs + h cos θ · [rhs1, rhs0]), rows [ẋ, θ̇]
+        rhs = torch.stack((rhs0, rhs1))  # (2, n)
+        dv = (rhs * self.inertia_diagonal).add_(rhs.flip(0) * h_cos).mul_(dt_over_det)
+        semi_implicit_euler(state[0::2], state[1::2], dv, self.velocity_caps, self.dt)  # rows [x, θ], [ẋ, θ̇]
 
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.physics_step(state, effort)
@@ -140,8 +142,8 @@ class TorchDoublePendulum(TorchVectorTask):
         self.max_omega = p.max_omega  # rad/s, Box2D's rotation cap
         self.reset_std = self.tensor(RESET_STD)[:, None]  # (4, 1)
 
-    def draw_initial_state(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        z = torch.randn((4, n), generator=generator, dtype=self.dtype, device=self.device)
+    def draw_initial_state(self, n: int, generator: torch.Generator, steps: tuple[int, ...] = ()) -> torch.Tensor:
+        z = torch.randn((*steps, 4, n), generator=generator, dtype=self.dtype, device=self.device)
         return z.mul_(self.reset_std)  # N(0, σ²) per row
 
     def physics_step(self, state: torch.Tensor, torque: torch.Tensor) -> None:
@@ -160,7 +162,7 @@ class TorchDoublePendulum(TorchVectorTask):
             # dt ω̇ = dt/det · (adj M) rhs,  adj M = [[a2, −k cos Δ], [−k cos Δ, a1]]
             dv1 = (rhs1 * self.a2).sub_(rhs2 * k_cos_d).mul_(dt_over_det)
             dv2 = (rhs2 * self.a1).sub_(rhs1 * k_cos_d).mul_(dt_over_det)
-            semi_implicit_euler((theta1, theta2), (omega1, omega2), (dv1, dv2), (self.max_omega,) * 2, self.dt)
+            semi_implicit_euler(state[:2], state[2:], torch.stack((dv1, dv2)), self.max_omega, self.dt)
 
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.physics_step(state, effort)

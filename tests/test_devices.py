@@ -11,7 +11,7 @@ from conftest import tiny_config
 
 import steinrl
 from steinrl.errors import ConfigError
-from steinrl.rl.agent import compile_mode
+from steinrl.rl.rollout import compile_mode
 from steinrl.rl.job import env_backend
 from steinrl.run.cli import run_cli, train_main
 from steinrl.run.trainer import check_device
@@ -91,16 +91,17 @@ def test_compile_mode_per_device(device, mode):
 
 
 @pytest.mark.parametrize("device, mode", [("cpu", None), ("cuda", "reduce-overhead")])
-def test_agent_compiles_the_policy_step_in_the_devices_mode(monkeypatch, device, mode):
-    """The agent asks torch.compile for compile_mode(its device), once (no CUDA needed: the
-    compiler is replaced by a recorder and the agent's device relabelled after it is built)."""
+def test_the_sampler_compiles_its_whole_step_in_the_devices_mode(monkeypatch, device, mode):
+    """``rollout.compile`` on a device task: the sampler asks torch.compile for its step in
+    compile_mode(its device), whole (fullgraph), once (no CUDA needed: the compiler is replaced by
+    a recorder and the sampler's device relabelled after it is built); a host task never compiles."""
     cfg = tiny_config("svgd-a2c", "CartpoleSwingUp", **{"rollout.env_backend": "torch", "rollout.compile": True})
-    agent = steinrl.Trainer(cfg).job.agent
-    agent.device = torch.device(device)
+    sampler = steinrl.Trainer(cfg).job.sampler
+    sampler.device = torch.device(device)
     calls = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: calls.append(kw) or fn)
-    first = agent._compiled_sample()
-    assert agent._compiled_sample() is first
-    assert calls == [{"mode": mode, "dynamic": False}]
-    agent.cfg, agent._compiled = cfg.replace({"rollout.compile": False}), None
-    assert agent._compiled_sample() is None and len(calls) == 1
+    first = sampler._compiled_step()
+    assert sampler._compiled_step() is first
+    assert calls == [{"fullgraph": True, "dynamic": False, "mode": mode}]
+    host = steinrl.Trainer(cfg.replace({"rollout.env_backend": "numpy"})).job.sampler
+    assert not host._compile

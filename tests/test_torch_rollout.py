@@ -120,17 +120,70 @@ def test_torch_backend_needs_a_steinrl_task():
         steinrl.Trainer(steinrl.load_config("svgd-a2c", "CartPole-v1", {"rollout.env_backend": "torch"}))
 
 
-def test_compiled_rollout_step_gives_the_eager_first_iteration():
-    """``rollout.compile``: torch.compile of the per-step policy forward and sampling gives
-    the eager rollout's first batch up to float rounding (later iterations drift chaotically)."""
+@pytest.mark.parametrize("mode", ["continuing", "whole_episodes"])
+def test_the_whole_step_compiles_as_one_graph_and_gives_the_eager_batch(mode):
+    """``rollout.compile``: each step (policy forward, sampling, env step, autoreset, buffer
+    writes) is one ``torch.compile(fullgraph=True)`` graph (Inductor on the CPU; a graph break
+    would raise), the same graph for every step and iteration (the time index is a device
+    tensor, the randomness drawn before the steps); its first batch is the eager one up to
+    float rounding (later iterations drift chaotically)."""
+    from torch._dynamo.utils import counters
+
     rows = []
     for compile_ in (False, True):
         cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {
-            "particles": 2, "envs_per_particle": 4, "batch_size": 40, "rollout.sampling": "continuing",
-            "rollout.env_backend": "torch", "rollout.compile": compile_})
-        rows.append(steinrl.Trainer(cfg).step())
-    for key in ("train/surrogate", "train/value_loss", "train/explained_variance", "train/bandwidth"):
+            "particles": 2, "envs_per_particle": 4, "batch_size": 40, "rollout.sampling": mode,
+            "rollout.horizon": 7, "rollout.env_backend": "torch", "rollout.compile": compile_})  # (autoresets)
+        trainer = steinrl.Trainer(cfg)
+        torch._dynamo.reset()
+        counters.clear()
+        rows.append(trainer.step())
+        trainer.step()
+        if compile_:
+            assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+            assert counters["stats"]["calls_captured"] > 0
+    for key in ("train/surrogate", "train/value_loss", "train/explained_variance", "train/bandwidth",
+                "rollout/ep_rew_mean"):
         assert rows[1][key] == pytest.approx(rows[0][key], rel=1e-5, abs=1e-6), key
+
+
+class CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.counts = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("env, seeds", [("CartpoleSwingUp", None), ("CartpoleSwingUp", [3, 4]),
+                                        ("DoublePendulum", [0, 1, 2])])
+def test_a_batch_draws_its_reset_states_once_per_seed(env, seeds):
+    """The device batch's random numbers are drawn before its steps: one reset-state draw per
+    seed group (the steps draw none), and the policy's noise once per seed."""
+    cfg = steinrl.load_config("svgd-a2c", env, {"particles": 2, "envs_per_particle": 4, "batch_size": 80,
+                                                 "rollout.sampling": "continuing", "rollout.env_backend": "torch",
+                                                 "rollout.horizon": 5})  # many autoresets
+    trainer = steinrl.Trainer(cfg, seeds)
+    trainer.step_seeds()
+    with CountOps() as recorder:
+        batch = trainer.job.agent.collect(trainer.job.sampler, 1)
+    groups = len(seeds or [0])
+    assert recorder.counts.get("rand", 0) + recorder.counts.get("randn", 0) == 2 * groups, recorder.counts
+    assert batch.actions.shape[0] == 20 and (batch.timestep[1:] == 0).any()  # 20 steps, with autoresets
+
+
+def test_drawing_many_steps_of_reset_states_at_once_continues_the_same_stream():
+    """``sample_initial_state(n, steps)`` gives the numbers of ``steps`` successive draws (CPU:
+    a uniform draw; a normal one of at least 16 values per group), each group from its own stream."""
+    for name, n in (("CartpoleSwingUp", 6), ("DoublePendulum", 8)):
+        one, many = make_torch_vec(name, n, groups=2), make_torch_vec(name, n, groups=2)
+        one.reset(seed=[5, 6])
+        many.reset(seed=[5, 6])
+        expected = torch.stack([one.sample_initial_state(n) for _ in range(7)])
+        torch.testing.assert_close(many.sample_initial_state(n, 7), expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("algo, seeds", [("svgd-a2c", None), ("s2vgd-ppo", [3, 4]), ("svgd-reinforce", [0, 1, 2])])

@@ -23,7 +23,7 @@ from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.layers import StructuredLinear, make_layer
 from steinrl.core.priors import Prior
 
-__all__ = ["ACTIVATIONS", "INITS", "EnsembleMLP", "mlp_forward", "orthogonal_"]
+__all__ = ["ACTIVATIONS", "INITS", "EnsembleMLP", "forward_prepared", "mlp_forward", "orthogonal_", "prepare_layers"]
 
 Dense = list[tuple[Tensor, Tensor]]
 #: a torch tensor or a numpy array (:func:`mlp_forward` takes either)
@@ -81,21 +81,27 @@ def mlp_forward(dense: Sequence[tuple[Array, Array]], x: Array, activation: str 
     _check_activation(activation)
     if isinstance(x, np.ndarray):
         return _numpy_forward(dense, x, ACTIVATIONS.get(activation).numpy)
-    act = ACTIVATIONS.get(activation).inplace
-    M = dense[0][0].shape[0]
-    if x.dim() == 2:  # B in, shared by all particles
-        h = x.mT.expand(M, x.shape[1], x.shape[0])  # M in B (stride 0 over M)
-        batch_shape = None
-    elif x.dim() >= 3:
-        if x.shape[0] != M:
-            raise ValueError(f"leading dim of x must be M={M} (or pass a shared (B, in) batch), got {tuple(x.shape)}")
-        batch_shape = x.shape[1:-1] if x.dim() > 3 else None
-        h = (x.reshape(M, -1, x.shape[-1]) if batch_shape is not None else x).mT  # M in B
-    else:
-        raise ValueError(f"x must be (B, in), (M, B, in) or (M, *batch, in), got {tuple(x.shape)}")
-    sigmoid_tanh = activation == "tanh" and x.device.type == "cpu"
+    h, batch_shape = _feature_major(x, dense[0][0].shape[0])
+    return _output(run_layers(prepare_layers(dense, activation, h.shape[2], x.device.type), h, activation),
+                   batch_shape)
+
+
+#: A network as :func:`mlp_forward` computes with it, per layer ``(Wᵀ (M, out, in), bias
+#: column (M, out, 1), what follows)``: ``None`` (the last layer), ``"act"`` (the activation,
+#: in place) or ``"sigmoid"`` (``sigmoid(2z)``; the tanh's ``2s − 1`` folded into the next layer).
+Layers = list[tuple[Tensor, Tensor, "str | None"]]
+
+
+def prepare_layers(dense: Dense, activation: str, batch: int, device_type: str) -> Layers:
+    """The weights of ``dense`` as :func:`mlp_forward` uses them on ``batch`` columns per
+    particle on a device of ``device_type``: a rollout prepares them once per batch (its
+    steps then run :func:`forward_prepared`), a training forward on every call."""
+    _check_activation(activation)
+    has_act = ACTIVATIONS.get(activation).inplace is not None
+    sigmoid_tanh = activation == "tanh" and device_type == "cpu"
     last = len(dense) - 1
-    halved = False  # h holds s = sigmoid(2z), i.e. tanh(z) = 2s − 1, folded into the next layer
+    layers: Layers = []
+    halved = False  # the previous layer's output is s = sigmoid(2z), i.e. tanh(z) = 2s − 1
     for i, (w, b) in enumerate(dense):
         # Scalars go into the (small) weights, not the (large) activations: a baddbmm alpha
         # or beta would cost an extra pass over the activations in the backward.
@@ -103,18 +109,51 @@ def mlp_forward(dense: Sequence[tuple[Array, Array]], x: Array, activation: str 
         if halved:  # W^T (2s − 1) + b = (2W)^T s + (b − W^T 1)
             b = b - w.sum(1)
             wt = wt * 2.0
-        if i != last and act is not None and sigmoid_tanh and M * w.shape[2] * h.shape[2] >= _TANH_VIA_SIGMOID_MIN:
-            h = torch.baddbmm((2.0 * b).unsqueeze(2), 2.0 * wt, h).sigmoid_()  # sigmoid(2z)
-            halved = True
-            continue
-        h = torch.baddbmm(b.unsqueeze(2), wt, h)  # M out B
-        if i != last and act is not None:
+        hidden = i != last and has_act
+        halved = hidden and sigmoid_tanh and w.shape[0] * w.shape[2] * batch >= _TANH_VIA_SIGMOID_MIN
+        if halved:
+            layers.append((2.0 * wt, (2.0 * b).unsqueeze(2), "sigmoid"))
+        else:
+            layers.append((wt, b.unsqueeze(2), "act" if hidden else None))
+    return layers
+
+
+def run_layers(layers: Layers, h: Tensor, activation: str) -> Tensor:
+    """``h`` ``(M, in, B)`` (feature-major) through :func:`prepare_layers`' ``layers``: ``(M, out, B)``."""
+    act = ACTIVATIONS.get(activation).inplace
+    for wt, bias, post in layers:
+        h = torch.baddbmm(bias, wt, h)  # M out B
+        if post == "sigmoid":
+            h = h.sigmoid_()  # sigmoid(2z)
+        elif post == "act":
             h = act(h)
-        halved = False
+    return h
+
+
+def forward_prepared(layers: Layers, x: Tensor, activation: str) -> Tensor:
+    """:func:`mlp_forward` of ``x`` ``(M, B, in)`` with weights prepared by :func:`prepare_layers`
+    for this ``B``: ``(M, B, out)``."""
+    h, batch_shape = _feature_major(x, layers[0][0].shape[0])
+    return _output(run_layers(layers, h, activation), batch_shape)
+
+
+def _feature_major(x: Tensor, M: int) -> tuple[Tensor, torch.Size | None]:
+    """``x`` as ``(M, in, B)`` (a transposed view, or a stride-0 expand of a shared batch) and
+    the extra batch dims to restore (None: none)."""
+    if x.dim() == 2:  # B in, shared by all particles
+        return x.mT.expand(M, x.shape[1], x.shape[0]), None  # M in B (stride 0 over M)
+    if x.dim() >= 3:
+        if x.shape[0] != M:
+            raise ValueError(f"leading dim of x must be M={M} (or pass a shared (B, in) batch), got {tuple(x.shape)}")
+        batch_shape = x.shape[1:-1] if x.dim() > 3 else None
+        return (x.reshape(M, -1, x.shape[-1]) if batch_shape is not None else x).mT, batch_shape  # M in B
+    raise ValueError(f"x must be (B, in), (M, B, in) or (M, *batch, in), got {tuple(x.shape)}")
+
+
+def _output(h: Tensor, batch_shape: torch.Size | None) -> Tensor:
+    """``(M, out, B)`` back to ``(M, B, out)`` contiguous (``(M, *batch, out)``)."""
     out = h.mT.contiguous()  # M B out (no copy when out == 1)
-    if batch_shape is not None:
-        out = out.reshape(M, *batch_shape, out.shape[-1])
-    return out
+    return out if batch_shape is None else out.reshape(out.shape[0], *batch_shape, out.shape[-1])
 
 
 def _numpy_forward(dense: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray,

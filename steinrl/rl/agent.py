@@ -38,7 +38,7 @@ from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
 
-__all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy", "compile_mode"]
+__all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy"]
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -63,12 +63,6 @@ def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space
 def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> None:
     """Fill ``batched`` (G·M particles) with the G modules ``parts`` (M each), in order."""
     batched.load_state_dict(module_join(batched, [part.state_dict() for part in parts]))
-
-
-def compile_mode(device: torch.device | str) -> str | None:
-    """The ``torch.compile`` mode of the per-step policy forward on ``device``: ``"reduce-overhead"``
-    on CUDA (a CUDA graph: one launch per step), torch's default (None) elsewhere."""
-    return "reduce-overhead" if torch.device(device).type == "cuda" else None
 
 
 class SVPGAgent:
@@ -139,7 +133,7 @@ class SVPGAgent:
             seed = seeds[0] if len(seeds) == 1 else seeds
             # a device task's batch keeps every particle's (T * E) columns: no host sync to trim them
             self.trim = sampler.task.host
-            act = policy.actor(noise, sample=self._compiled_sample(), host=sampler.task.host)
+            act = policy.actor(noise, host=sampler.task.host)
             self.finite = FiniteFlags()  #: this iteration's finiteness, checked by the job (no sync here)
             try:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
@@ -150,14 +144,6 @@ class SVPGAgent:
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
         policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return batch
-
-    def _compiled_sample(self) -> Any:
-        """``torch.compile(policy.sample)`` when ``rollout.compile`` is on (built once), else None."""
-        if not self.cfg.rollout.compile:
-            return None
-        if getattr(self, "_compiled", None) is None:
-            self._compiled = torch.compile(self.policy.sample, mode=compile_mode(self.device), dynamic=False)
-        return self._compiled
 
     # --- update -------------------------------------------------------------------
     def update(self, batch: Batch, iteration: int, progress: float | None = None) -> UpdateStats:

@@ -62,8 +62,14 @@ class PolicyHead(nn.Module):
         return None
 
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
-        """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action."""
+        """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action;
+        ``scale=None``: the noise is :meth:`scaled_noise` already."""
         raise NotImplementedError
+
+    def scaled_noise(self, noise: Tensor, scale: Tensor | None) -> Tensor:
+        """``noise`` ``(T, M, E, out_dim)`` with :meth:`scale` applied, once for a whole batch
+        (then each step's :meth:`sample` takes ``scale=None``)."""
+        return noise
 
     def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``, for ``out (M, B, out_dim)``;
@@ -119,7 +125,10 @@ class GaussianHead(PolicyHead):
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
         if noise is None:
             return out
-        return out + scale * noise
+        return out + noise if scale is None else out + scale * noise
+
+    def scaled_noise(self, noise: Tensor, scale: Tensor | None) -> Tensor:
+        return noise * scale  # (T, M, E, A) * (M, 1, A)
 
     def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         log_std = self.log_std.unsqueeze(1)  # M 1 A

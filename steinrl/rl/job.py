@@ -274,7 +274,7 @@ class PolicyGradientJob:
             task = HostTask(self.envs)
             spaces = self.envs.single_observation_space, self.envs.single_action_space
         self.task = task
-        self.sampler = Sampler(task, S * M, E, horizon)
+        self.sampler = Sampler(task, S * M, E, horizon, compile=cfg.rollout.compile)
         self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
         self.env_steps = [0] * S  #: env steps taken so far, each seed (all its particles)
         self.seconds = 0.0  #: training seconds so far (summed over resumes)

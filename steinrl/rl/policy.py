@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.ensemble import ACTIVATIONS, INITS, Dense, EnsembleMLP, mlp_forward
+from steinrl.core.ensemble import ACTIVATIONS, INITS, Dense, EnsembleMLP, forward_prepared, mlp_forward, prepare_layers
 from steinrl.core.priors import Prior
 from steinrl.registry import Option, at_least_one
 from steinrl.rl.heads import head_for
+from steinrl.rl.timeaxis import row
 
 __all__ = ["EnsemblePolicy", "ObsNormalizer", "POLICY_OPTIONS"]
 
@@ -185,8 +186,7 @@ class EnsemblePolicy(nn.Module):
         """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
         return self.head.log_prob(self.outputs(obs, dense), actions)
 
-    def actor(self, noise: Tensor | None, dense: Dense | None = None,
-              sample: Callable[..., Tensor] | None = None, host: bool = False) -> Callable[[Any, int], Any]:
+    def actor(self, noise: Tensor | None, dense: Dense | None = None, host: bool = False) -> Callable[[Any, Any], Any]:
         """The rollout's act function ``act(obs (M, E, obs_dim), t) -> actions (M, E, ...)``:
         one ensemble forward per step, no host sync; numpy arrays in and out for a host task
         (``host``, the policy on the CPU), else tensors (moved to the policy's device and back).
@@ -195,16 +195,24 @@ class EnsemblePolicy(nn.Module):
         at a time; ``None`` gives deterministic actions. On the CPU the same
         :func:`~steinrl.core.ensemble.mlp_forward` and ``head.sample`` run on numpy views of
         the weights, noise and observations (no copies): a step's tiny matmuls cost a third of
-        torch's per-call overhead there. ``sample``: a stand-in for :meth:`sample` with its
-        signature on other devices (e.g. ``torch.compile(policy.sample)``).
+        torch's per-call overhead there. Elsewhere ``t`` may be a 0-dim device tensor (a
+        compiled rollout step indexes the noise with it).
         """
         dense = self.dense() if dense is None else dense
         if not host or dense[0][0].device.type != "cpu":
-            sample, device = self.sample if sample is None else sample, dense[0][0].device
+            device = dense[0][0].device
             if host:  # numpy envs, the policy on a device: one transfer each way per step
-                return lambda obs, t: sample(torch.from_numpy(obs).to(device), None if noise is None else noise[t],
-                                             dense).cpu().numpy()
-            return lambda obs, t: sample(obs.to(device), None if noise is None else noise[t], dense).to(obs.device)
+                return lambda obs, t: self.sample(torch.from_numpy(obs).to(device),
+                                                  None if noise is None else noise[t], dense).cpu().numpy()
+            if noise is None:
+                return lambda obs, t: self.sample(obs.to(device), None, dense).to(obs.device)
+            # what does not change in a batch is computed once: the weights as the forward
+            # uses them on the noise's E columns per particle, the noise times the head's scale
+            layers = prepare_layers(dense, self.net.activation, noise.shape[2], device.type)
+            scaled = self.head.scaled_noise(noise, self.head.scale())
+            activation, norm, head = self.net.activation, self.obs_norm, self.head
+            return lambda obs, t: head.sample(forward_prepared(layers, norm(obs.to(device)), activation),
+                                              row(scaled, t), None).to(obs.device)
         layers = [(W.detach().numpy(), b.detach().numpy()) for W, b in dense]
         norm = self.obs_norm.numpy_stats()
         noise_np = None if noise is None else noise.detach().numpy()

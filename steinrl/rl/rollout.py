@@ -46,6 +46,7 @@ from steinrl.errors import NonFiniteError
 from steinrl.registry import Option, at_least_one
 from steinrl.rl.episodes import Start, WholeEpisodeRule, bookkeeping, previous_done
 from steinrl.rl.tasks import NonFiniteAction, VectorTask
+from steinrl.rl.timeaxis import write_row
 
 #: ``act(obs (M, E, obs_dim) float32, t) -> actions (M, E, *action_shape)``, arrays of the
 #: task's kind: numpy for a host task, tensors on the device for a device task;
@@ -73,14 +74,20 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "whole rollout there (steinrl's tasks only); auto: numpy on cpu, torch on other devices where the task has "
            "a torch twin.", choices=("auto", "numpy", "torch")),
     Option("compile", bool, False,
-           "torch backend: run the per-step policy forward and sampling through torch.compile (on CUDA in mode "
-           "reduce-overhead, which captures it as a CUDA graph). Off by default: on CPU it does not pay "
-           "(docs/gpu.md); not measured on a GPU yet."),
+           "torch backend: run each rollout step (policy forward, sampling, env step, autoreset, buffer writes) as "
+           "one torch.compile(fullgraph=True) graph (on CUDA in mode reduce-overhead: a CUDA graph). Off by "
+           "default: on CPU it does not pay (docs/gpu.md); not measured on a GPU yet."),
     Option("vectorization", str, "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env; envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; "
            "auto: envpool where it is installed and runs the id, else sync). Our tasks always use their numpy "
            "vector env.", choices=("auto", "sync", "async", "envpool")),
 )
+
+
+def compile_mode(device: torch.device | str) -> str | None:
+    """The ``torch.compile`` mode of the rollout step on ``device``: ``"reduce-overhead"`` on
+    CUDA (a CUDA graph: one launch per step), torch's default (None) elsewhere."""
+    return "reduce-overhead" if torch.device(device).type == "cuda" else None
 
 
 @dataclass
@@ -129,10 +136,13 @@ class Sampler:
         stopped, from the first step at which a particle can have reached its budget (default
         16 on the CPU, 64 on other devices, where a check synchronises); the steps taken past
         the last stop are dropped.
+    :param compile: a device task: run each step (policy forward, sampling, env step,
+        autoreset, buffer writes) as one ``torch.compile(fullgraph=True)`` graph, in
+        :func:`compile_mode` (on CUDA a CUDA graph); ignored for a host task.
     """
 
     def __init__(self, task: VectorTask, num_particles: int, envs_per_particle: int, horizon: int,
-                 check_every: int | None = None) -> None:
+                 check_every: int | None = None, compile: bool = False) -> None:
         if task.num_envs != num_particles * envs_per_particle:
             raise ValueError(f"vector env has {task.num_envs} envs, expected M*E = {num_particles * envs_per_particle}")
         self.task = task
@@ -145,6 +155,9 @@ class Sampler:
         self._finite: Tensor | None = None  # (M,) whether the last batch's actions were finite (device tasks)
         #: continuing sampling: where the last batch left every env
         self.carry: Start | None = None
+        self._compile = bool(compile) and not task.host
+        self._compiled: Callable[[ActFn, Tensor, Tensor], Tensor] | None = None
+        self._time_index: Tensor | None = None
 
     def max_steps(self, steps_per_particle: int, mode: str) -> int:
         """Upper bound on the vector steps of one batch.
@@ -198,6 +211,40 @@ class Sampler:
                           "run's envs start fresh episodes (steinrl's own tasks continue exactly)", stacklevel=2)
             self.carry = None
 
+    def _step(self, act: ActFn, t: Any, obs: Any) -> Any:
+        """One vector step at time index ``t``: act on ``obs`` ``(N, obs_dim)``, step the task,
+        write the buffers' row ``t``; returns the next observations.
+
+        It writes through the buffers' views of the task's kind: numpy views of the CPU tensors
+        for a host task (its arrays never become tensors step by step), the tensors themselves on
+        a device; arrays and tensors index alike. ``t`` is an int, or under ``torch.compile`` a
+        0-dim device tensor (one graph serves every step): nothing in here draws random numbers
+        (the policy's noise and the task's reset states are drawn once per batch) or reads a
+        value back to the host, so on a device task the whole step traces as one graph.
+        """
+        M, E, N = self.M, self.E, self.M * self.E
+        obs_w, act_w, rew_w, term_w, trunc_w = self._writers
+        write_row(obs_w, t, obs)
+        actions = act(obs.reshape(M, E, -1), t).reshape(N, *self.action_shape)
+        write_row(act_w, t, actions)
+        obs, rew, term, trunc = self.task.step(actions, t)
+        for buffer, value in ((rew_w, rew), (term_w, term), (trunc_w, trunc)):
+            write_row(buffer, t, value)
+        return obs
+
+    def _compiled_step(self) -> Callable[[ActFn, Tensor, Tensor], Tensor]:
+        """:meth:`_step` through ``torch.compile(fullgraph=True)`` in :func:`compile_mode` (built once)."""
+        if self._compiled is None:
+            self._compiled = torch.compile(self._step, fullgraph=True, dynamic=False,
+                                           mode=compile_mode(self.device))
+        return self._compiled
+
+    def _times(self, T: int) -> Tensor:
+        """The time indices ``0 .. T-1`` as 0-dim device tensors (``arange(T)[t]``: views, made once)."""
+        if self._time_index is None or len(self._time_index) < T:
+            self._time_index = torch.arange(T, device=self.device)
+        return self._time_index
+
     def _start(self, mode: str, seed: int | list[int] | None) -> Start:
         """Where the batch starts: fresh episodes (reset with ``seed``), or, continuing, where the last one ended."""
         if mode == "continuing" and self.carry is not None:
@@ -223,24 +270,19 @@ class Sampler:
         """
         if mode not in SAMPLING_MODES:
             raise ValueError(f"unknown sampling mode {mode!r}; choices: {', '.join(SAMPLING_MODES)}")
-        M, E, N = self.M, self.E, self.M * self.E
+        M, E = self.M, self.E
         T_max = self.max_steps(steps_per_particle, mode)
         self._allocate(T_max)
         start = self._start(mode, seed)
         rule = WholeEpisodeRule(M, E, steps_per_particle, self.device) if mode == "whole_episodes" else None
         # no particle reaches its budget before each of its envs has stepped budget / E times
         first_check = -(-steps_per_particle // E)
-        # The loop writes through the buffers' views of the task's kind: numpy views of the CPU
-        # tensors for a host task (its arrays never become tensors step by step), the tensors
-        # themselves on a device. The same code either way: arrays and tensors index alike.
-        obs_w, act_w, rew_w, term_w, trunc_w = self._writers
         obs, t0, T = start.obs.numpy() if self.task.host else start.obs, 0, T_max
+        self.task.begin(T_max)  # a device task draws the batch's reset states here, once
+        step, times = (self._compiled_step(), self._times(T_max)) if self._compile else (self._step, range(T_max))
         for t in range(T_max):
-            obs_w[t] = obs
-            actions = act(obs.reshape(M, E, -1), t).reshape(N, *self.action_shape)
-            act_w[t] = actions
             try:
-                obs, rew_w[t], term_w[t], trunc_w[t] = self.task.step(actions)
+                obs = step(act, times[t], obs)
             except NonFiniteAction as exc:
                 bad = sorted({n // E for n in exc.envs})
                 raise NonFiniteError(f"non-finite action at rollout step {t} in particle(s) {bad}") from None

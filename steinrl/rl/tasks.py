@@ -30,6 +30,7 @@ from torch import Tensor
 
 from steinrl.envs.vector_state import get_sync_state, set_sync_state, sync_state_supported
 from steinrl.rl.heads import space_bounds
+from steinrl.rl.timeaxis import row
 
 __all__ = ["VectorTask", "HostTask", "DeviceTask", "NonFiniteAction"]
 
@@ -58,9 +59,14 @@ class VectorTask(Protocol):
     def reset(self, seed: int | list[int] | None) -> Tensor:
         """Fresh episodes in every env; observations ``(N, obs_dim)`` float32."""
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any]:
+    def begin(self, steps: int) -> None:
+        """A batch of at most ``steps`` steps starts: draw what its steps need at random (a
+        device task: every step's reset states, at once)."""
+
+    def step(self, actions: Any, t: Any) -> tuple[Any, Any, Any, Any]:
         """``(obs, reward, terminated, truncated)`` after ``actions`` (clipped to the action
-        bounds): numpy arrays for a host task, tensors on the device for a device task."""
+        bounds) at the batch's step ``t`` (an int, or a 0-dim device tensor): numpy arrays for
+        a host task, tensors on the device for a device task."""
 
     def get_state(self, group: int = 0, groups: int = 1) -> dict[str, Any] | None:
         """What continues the envs of seed group ``group`` (of ``groups``) exactly, as tensors
@@ -129,7 +135,10 @@ class HostTask:
         obs, _ = self.envs.reset(seed=seed)
         return self._obs(obs)
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def begin(self, steps: int) -> None:
+        """Nothing to draw: the envs draw their own resets."""
+
+    def step(self, actions: np.ndarray, t: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One step of every env; numpy in, numpy out (the sampler writes them into numpy
         views of its tensors)."""
         a = actions
@@ -185,12 +194,20 @@ class DeviceTask:
     def __init__(self, task: Any) -> None:
         self.task = task
         self.num_envs, self.device, self.obs_dim = task.num_envs, task.device, task.obs_dim
+        self._resets: Tensor | None = None  # (steps, state_dim, N): this batch's reset states
 
     def reset(self, seed: int | list[int] | None) -> Tensor:
         return self.task.reset(seed=seed).float()
 
-    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        obs, rew, term, trunc = self.task.step(actions.clamp(-1.0, 1.0))
+    def begin(self, steps: int) -> None:
+        """Draw the reset states of the batch's ``steps`` steps in one call per seed group (the
+        same stream as one draw per step): the steps themselves then draw nothing."""
+        self._resets = self.task.sample_initial_state(self.num_envs, steps)
+
+    def step(self, actions: Tensor, t: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The task's step (it clips the actions to [-1, 1]); an env that autoresets takes its
+        state from the batch's draw for step ``t`` (drawn now without :meth:`begin`)."""
+        obs, rew, term, trunc = self.task.step(actions, None if self._resets is None else row(self._resets, t))
         return obs.float(), rew, term, trunc
 
     def get_state(self, group: int = 0, groups: int = 1) -> dict[str, Any] | None:
