@@ -24,7 +24,8 @@ sampling, 50 envs per particle) it prints:
 5. peak memory: ``torch.cuda.max_memory_allocated`` on cuda, peak RSS of the process on cpu.
 
 6. the rollout step's work: eager kernels per env step (aten ops that are not views, counted
-   by a dispatch recorder over one batch; all ops beside), the kernels Inductor generates for
+   by a dispatch recorder inside the steps of one batch; all ops beside; the batch's other
+   kernels, its draws, preparation and bookkeeping, apart), the kernels Inductor generates for
    the compiled step (``rollout.compile``: one graph per step), and the host syncs of one
    whole iteration (the job's one transfer plus any op that reads a value back).
 
@@ -89,18 +90,30 @@ class CountOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_ops(device: torch.device) -> tuple[float, float]:
-    """Eager ops per env step of the rollout (torch backend): kernels (ops that are not views)
-    and all aten ops, over one batch after a warm-up iteration (per-batch draws included)."""
+def step_ops(device: torch.device) -> tuple[float, float, float]:
+    """Eager ops of the rollout (torch backend), one batch after a warm-up iteration: kernels
+    (ops that are not views) per env step inside the steps, all aten ops per env step, and the
+    kernels of the batch outside its steps (the per-batch draws and preparation, the bookkeeping)."""
     trainer = Trainer(config(str(device), "torch", 1))
     trainer.step()
     job = trainer.job
-    with torch.no_grad(), CountOps() as recorder:
+    inside, real_step = CountOps(), job.sampler._step
+
+    def counted_step(*args):
+        with inside:
+            return real_step(*args)
+
+    job.sampler._step = counted_step
+    with torch.no_grad(), CountOps() as everything:
         batch = job.agent.collect(job.sampler, 1)
     steps = batch.actions.shape[0]
     trainer.close()
-    kernels = sum(n for op, n in recorder.counts.items() if op not in VIEW_OPS)
-    return kernels / steps, sum(recorder.counts.values()) / steps
+
+    def kernels(counts: Counter[str]) -> int:
+        return sum(n for op, n in counts.items() if op not in VIEW_OPS)
+
+    return (kernels(inside.counts) / steps, sum(inside.counts.values()) / steps,
+            kernels(everything.counts) - kernels(inside.counts))
 
 
 def syncs_per_iteration(device: torch.device) -> int:
@@ -231,10 +244,11 @@ def main() -> None:
     print(f"training, env_backend=torch, rollout.compile: {rates['torch, compiled']:14,.0f} env steps/s "
           f"({80e6 / rates['torch, compiled']:7.1f} s per 1000 iterations)", flush=True)
     paper = max(rates.values())
-    kernels, ops = step_ops(device)
+    kernels, ops, per_batch = step_ops(device)
     syncs = syncs_per_iteration(device)
     compiled = compiled_kernels(device)
-    print(f"rollout step, eager: {kernels:.1f} kernels ({ops:.1f} aten ops, views included) per env step; "
+    print(f"rollout step, eager: {kernels:.1f} kernels ({ops:.1f} aten ops, views included) per env step, "
+          f"{per_batch} more per batch; "
           f"compiled: one graph of {compiled} generated kernels; host syncs per iteration: {syncs}", flush=True)
     env_one = raw_env(device, 16 * 50)
     env_many = raw_env(device, args.seeds * 16 * 50)

@@ -46,7 +46,7 @@ def semi_implicit_euler(positions: torch.Tensor, velocities: torch.Tensor, dv: t
     """
     low, high = (-caps, caps) if isinstance(caps, float) else caps
     velocities.add_(dv).clamp_(low, high)
-    positions.add_(velocities * dt)
+    positions.add_(velocities, alpha=dt)
 
 
 class TorchVectorTask(ABC):

@@ -64,6 +64,7 @@ class TorchCartpole(TorchVectorTask):
         caps = self.tensor([self.max_x_dot, self.max_theta_dot])[:, None]  # (2, 1): [ẋ, θ̇] rows
         self.velocity_caps = (-caps, caps)
         self.inertia_diagonal = self.tensor([self.pivot_inertia, self.total_mass])[:, None]  # (2, 1): [I_p, M + m]
+        self.mass_inertia = self.tensor(self.total_mass * self.pivot_inertia)  # (M + m) I_p, 0-dim
         self.reset_low = self.tensor(self.numpy_task.reset_low)[:, None]  # (4, 1)
         self.reset_range = self.tensor(self.numpy_task.reset_high - self.numpy_task.reset_low)[:, None]
 
@@ -78,14 +79,14 @@ class TorchCartpole(TorchVectorTask):
         h = self.half_ml
         sin_theta = torch.sin(theta)
         h_cos = torch.cos(theta).mul_(h)  # h cos θ, kg m
-        dt_over_det = torch.div(self.dt, (self.total_mass * self.pivot_inertia) - h_cos * h_cos)
-        rhs0 = (theta_dot * theta_dot).mul_(sin_theta).mul_(-h).add_(force)  # F − h sin θ θ̇², N
+        dt_over_det = torch.div(self.dt, torch.addcmul(self.mass_inertia, h_cos, h_cos, value=-1))  # dt / det
+        rhs0 = torch.addcmul(force, theta_dot * theta_dot, sin_theta, value=-h)  # F − h sin θ θ̇², N
         rhs1 = sin_theta * (h * self.gravity)  # h g sin θ, N m
         if self.joint_damping:
             rhs1 -= (theta_dot * theta_dot).mul_(theta_dot).mul_(self.joint_damping)  # − b θ̇³
         # dt·[ẍ, θ̈] = dt/det · ([I_p, M + m] ⊙ rhs + h cos θ · [rhs1, rhs0]), rows [ẋ, θ̇]
         rhs = torch.stack((rhs0, rhs1))  # (2, n)
-        dv = (rhs * self.inertia_diagonal).add_(rhs.flip(0) * h_cos).mul_(dt_over_det)
+        dv = torch.addcmul(rhs * self.inertia_diagonal, rhs.flip(0), h_cos).mul_(dt_over_det)
         semi_implicit_euler(state[0::2], state[1::2], dv, self.velocity_caps, self.dt)  # rows [x, θ], [ẋ, θ̇]
 
     def advance(self, state: torch.Tensor, effort: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

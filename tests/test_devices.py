@@ -11,8 +11,8 @@ from conftest import tiny_config
 
 import steinrl
 from steinrl.errors import ConfigError
-from steinrl.rl.rollout import compile_mode
 from steinrl.rl.job import env_backend
+from steinrl.rl.rollout import compile_mode
 from steinrl.run.cli import run_cli, train_main
 from steinrl.run.trainer import check_device
 

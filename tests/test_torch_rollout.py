@@ -175,6 +175,34 @@ def test_a_batch_draws_its_reset_states_once_per_seed(env, seeds):
     assert batch.actions.shape[0] == 20 and (batch.timestep[1:] == 0).any()  # 20 steps, with autoresets
 
 
+VIEW_OPS = {"view", "_unsafe_view", "select", "slice", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand",
+            "unbind", "alias", "as_strided", "reshape"}
+
+
+def test_an_eager_step_launches_at_most_40_kernels():
+    """One eager env step of the device rollout on the swing-up (policy forward, sampling, env
+    step, autoreset, buffer writes; the fast preset's two hidden layers) runs at most 40 aten
+    ops that are not views, none of which draws random numbers or reads a value back."""
+    cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"particles": 4, "envs_per_particle": 8, "batch_size": 80,
+                                                 "rollout.env_backend": "torch", "rollout.horizon": 5},
+                              preset="fast")
+    trainer = steinrl.Trainer(cfg)
+    trainer.step()
+    sampler, recorder, real_step = trainer.job.sampler, CountOps(), trainer.job.sampler._step
+
+    def counted_step(*args):
+        with recorder:
+            return real_step(*args)
+
+    sampler._step = counted_step
+    with torch.no_grad():
+        batch = trainer.job.agent.collect(sampler, 1)
+    steps = batch.actions.shape[0]
+    kernels = sum(n for op, n in recorder.counts.items() if op not in VIEW_OPS)
+    assert steps == 10 and kernels <= 40 * steps, (kernels / steps, recorder.counts)
+    assert not set(recorder.counts) & (SYNC_OPS | {"rand", "randn", "normal_", "uniform_"})
+
+
 def test_drawing_many_steps_of_reset_states_at_once_continues_the_same_stream():
     """``sample_initial_state(n, steps)`` gives the numbers of ``steps`` successive draws (CPU:
     a uniform draw; a normal one of at least 16 values per group), each group from its own stream."""

@@ -206,13 +206,15 @@ class EnsemblePolicy(nn.Module):
                                                   None if noise is None else noise[t], dense).cpu().numpy()
             if noise is None:
                 return lambda obs, t: self.sample(obs.to(device), None, dense).to(obs.device)
-            # what does not change in a batch is computed once: the weights as the forward
-            # uses them on the noise's E columns per particle, the noise times the head's scale
-            layers = prepare_layers(dense, self.net.activation, noise.shape[2], device.type)
-            scaled = self.head.scaled_noise(noise, self.head.scale())
+            # what does not change in a batch is computed once: the weights as the forward uses
+            # them on the noise's E columns per particle, and the noise (times the head's scale;
+            # additive for every head) added to the output layer's bias, a column per step
+            *hidden, (wt, bias, post) = prepare_layers(dense, self.net.activation, noise.shape[2], device.type)
+            noisy_bias = self.head.scaled_noise(noise, self.head.scale()).transpose(-1, -2) + bias  # (T, M, A, E)
             activation, norm, head = self.net.activation, self.obs_norm, self.head
-            return lambda obs, t: head.sample(forward_prepared(layers, norm(obs.to(device)), activation),
-                                              row(scaled, t), None).to(obs.device)
+            return lambda obs, t: head.sample(
+                forward_prepared([*hidden, (wt, row(noisy_bias, t), post)], norm(obs.to(device)), activation),
+                None, None).to(obs.device)
         layers = [(W.detach().numpy(), b.detach().numpy()) for W, b in dense]
         norm = self.obs_norm.numpy_stats()
         noise_np = None if noise is None else noise.detach().numpy()
