@@ -256,8 +256,8 @@ def size(text: str) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    parser.add_argument("--quick", action="store_true", help="shorter timing runs")
-    parser.add_argument("--roofline-only", action="store_true", help="only section 3 (the roofline)")
+    for flag, text in (("--quick", "shorter timing runs"), ("--roofline-only", "only section 3 (the roofline)")):
+        parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument("--device", default="cpu", help="device of section 3 (sections 1-2 run on cpu)")
     parser.add_argument("--roofline-size", type=size, action="append", metavar="MxD",
                         help="section 3's sizes (repeatable; default 64x1e5, 256x1e5, 1024x2.5e4; D / 5 with --quick)")

@@ -10,18 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from sklearn.datasets import load_iris, load_wine
 
-from steinrl.bandits import (
-    BANDIT_TASKS,
-    BanditData,
-    BanditEnv,
-    Classification,
-    Linear,
-    Mushroom,
-    SparseLinear,
-    Wheel,
-    make_task,
-    regret,
-)
+from steinrl.bandits import BANDIT_TASKS, BanditData, BanditEnv, make_task, regret
+from steinrl.bandits.tasks import Classification, Linear, Mushroom, SparseLinear, Wheel
 from steinrl.errors import ConfigError
 from steinrl.registry import options_of
 

@@ -41,24 +41,27 @@ def _sde_freq(value: Any) -> str | None:
     return None if value >= -1 else "must be >= -1 (-1: sample the noise once per rollout)"
 
 
+def _options(typ: Any, check: Any, **docs: str) -> dict[str, tuple[Any, str, Any]]:
+    """``name -> (typ, doc, check)`` for options sharing a type and a check."""
+    return {name: (typ, doc, check) for name, doc in docs.items()}
+
+
 #: The ``sb3`` section: ``name -> (type, doc, check)``; the defaults come from the algorithm.
 OPTION_DOCS: dict[str, tuple[Any, str, Any]] = {
-    "timesteps": (int, "Total env steps of the run (rounded up to whole rollouts of n_steps x n_envs).",
-                  at_least_one),
-    "n_envs": (int, "Parallel envs (SB3's DummyVecEnv); a rollout is n_steps x n_envs env steps.", at_least_one),
-    "n_steps": (int, "Steps per env per rollout (one job iteration = one rollout + one PPO update).", at_least_one),
-    "batch_size": (int, "PPO minibatch size.", at_least_one),
-    "n_epochs": (int, "Passes over the rollout per update.", at_least_one),
+    **_options(int, at_least_one,
+               timesteps="Total env steps of the run (rounded up to whole rollouts of n_steps x n_envs).",
+               n_envs="Parallel envs (SB3's DummyVecEnv); a rollout is n_steps x n_envs env steps.",
+               n_steps="Steps per env per rollout (one job iteration = one rollout + one PPO update).",
+               batch_size="PPO minibatch size.", n_epochs="Passes over the rollout per update."),
     "learning_rate": (float, "Adam step size (a constant: none of the shipped zoo entries uses a schedule).",
                       step_size),
-    "gamma": (float, "Discount factor (also VecNormalize's reward discount).", unit_interval),
-    "gae_lambda": (float, "GAE(lambda).", unit_interval),
+    **_options(float, unit_interval, gamma="Discount factor (also VecNormalize's reward discount).",
+               gae_lambda="GAE(lambda)."),
     "clip_range": (float, "PPO's clip epsilon.", positive),
-    "ent_coef": (float, "Entropy bonus coefficient.", non_negative),
-    "vf_coef": (float, "Value loss coefficient.", non_negative),
+    **_options(float, non_negative, ent_coef="Entropy bonus coefficient.", vf_coef="Value loss coefficient."),
     "max_grad_norm": (float, "Gradient norm clip.", positive),
-    "normalize": (bool, "VecNormalize observations and rewards (the zoo's normalize: true).", None),
-    "use_sde": (bool, "Generalised state-dependent exploration.", None),
+    **_options(bool, None, normalize="VecNormalize observations and rewards (the zoo's normalize: true).",
+               use_sde="Generalised state-dependent exploration."),
     "sde_sample_freq": (int, "With use_sde: resample the noise every this many steps (-1: once per rollout).",
                         _sde_freq),
     "log_std_init": (float, "Initial log standard deviation of the Gaussian policy.", None),
