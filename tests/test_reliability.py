@@ -276,3 +276,20 @@ def test_plot_groups_by_env_and_algo_counts_seeds_once_and_warns_on_unequal_leng
     assert "seed 0 of s2vgd-a2c on Cartpole appears in more than one run directory" in err
     assert "unequal lengths (2 to 3 iterations)" in err
     assert drawn[("Cartpole", "svgd-a2c")]["n"] == [1, 1]
+
+
+def test_finite_flags_name_exactly_the_particles_with_an_inf_or_nan():
+    """FiniteFlags marks a particle non-finite iff one of its values in any tensor is inf or
+    NaN: huge finite values (whose sum overflows) stay finite, and the flags AND over calls."""
+    from steinrl.rl.diagnostics import FiniteFlags
+
+    big = torch.full((4, 3), 3e38)  # finite; the sum of a row overflows float32
+    weights = torch.zeros(4, 2, 2)
+    weights[1, 0, 1] = float("nan")
+    weights[2, 1, 0] = -float("inf")
+    flags = FiniteFlags()
+    flags.add("parameter", [big, None, weights])
+    flags.add("parameter", torch.tensor([[1.0], [2.0], [3.0], [float("inf")]]))
+    assert flags.flags["parameter"].tolist() == [True, False, False, False]
+    flags.add("gradient", [])
+    assert "gradient" not in flags.flags
