@@ -17,6 +17,7 @@ from scipy import stats
 from steinrl.errors import ConfigError
 from steinrl.run import sweep
 from steinrl.run.sweep_report import TrialRun, group_stats, mean_ci, read_results_csv, student_t_quantile, write_outputs
+from steinrl.run.trainer import Trainer
 
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
 TINY = {"particles": 2, "rollout.batch_size": 50, "rollout.envs_per_particle": 2, "rollout.horizon": 50,
@@ -157,6 +158,21 @@ def test_trainable_steps_saves_and_restores_exactly(tmp_path):
     assert _steinrl_metrics(reused.train()) == _steinrl_metrics(fresh.train())
     for t in (first, again, reused, fresh):
         t.stop()
+
+
+def test_a_result_covers_run_report_every_iterations_and_stops_at_the_end():
+    """``run.report_every``: each Ray result runs that many trainer iterations and carries the
+    last one's metrics (those of a trainer stepped alone); the last result stops at the end."""
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    trial = {"algo": "s2vgd-a2c", "env": "Cartpole", "seed": 0, "preset": None, "params": {}, "threads": 1,
+             "overrides": {**TINY, "iterations": 5, "run.report_every": 3}}
+    grouped = sweep.SteinTrainable(config={"trial": trial})
+    alone = Trainer(sweep.trial_config(trial))
+    rows = [alone.step() for _ in range(5)]
+    first, last = grouped.train(), grouped.train()
+    assert grouped.trainer.iteration == 5 and last["done"] is True and first["done"] is False
+    assert _steinrl_metrics(first) == _steinrl_metrics(rows[2]) and _steinrl_metrics(last) == _steinrl_metrics(rows[4])
+    grouped.stop()
 
 
 # --- the summary maths ------------------------------------------------------------------

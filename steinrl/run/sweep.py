@@ -28,7 +28,7 @@ from typing import Any
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, input_path, output_dir
 from steinrl.run.config import Config, load_config, load_yaml
-from steinrl.run.sweep_report import trial_runs, write_outputs
+from steinrl.run.sweep_report import report
 
 __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "sweep_main", "CHECKPOINT_NAME"]
 
@@ -238,8 +238,11 @@ def _define_trainable() -> type:
             torch.set_num_threads(int(config["trial"]["threads"]))
             self.trainer = Trainer(trial_config(config["trial"], config.get("search")))
 
-        def step(self) -> dict[str, Any]:
-            return {**self.trainer.step(), "done": self.trainer.done}
+        def step(self) -> dict[str, Any]:  # run.report_every trainer iterations, the last one's metrics
+            row = self.trainer.step()
+            for _ in range(self.trainer.config.run.report_every - 1):
+                row = row if self.trainer.done else self.trainer.step()
+            return {**row, "done": self.trainer.done}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
             self.trainer.save(Path(checkpoint_dir) / CHECKPOINT_NAME)
@@ -361,24 +364,7 @@ def run_sweep(spec: Spec, out: str | Path, address: str | None = None, command: 
         results = _tuner(tune, spec, trials, out).fit()
     finally:
         ray.shutdown()
-    return _report(results, out, command)
-
-
-def _report(results: Any, out: Path, command: str) -> int:
-    """Write the outputs from ``results`` (a ResultGrid) and say how the sweep ended."""
-    runs, failed = trial_runs(results)
-    done = sum(bool(r.error is None and r.metrics and r.metrics.get("done")) for r in results)
-    unfinished = len(results) - done - len(failed)
-    note = f"Trials: {len(results)} ({done} finished, {len(failed)} failed, {unfinished} unfinished)."
-    if runs:
-        write_outputs(runs, out, command, [note])
-        print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}, {out / 'curves.png'}", file=sys.stderr)
-    for line in failed:
-        print(f"error: trial {line}", file=sys.stderr)
-    if unfinished:
-        print(f"interrupted: {unfinished} trials unfinished; run the same command again to continue", file=sys.stderr)
-        return 130
-    return 1 if failed else 0
+    return report(results, out, command)
 
 
 # --- the command ------------------------------------------------------------------------

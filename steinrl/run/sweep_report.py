@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,8 @@ import numpy as np
 
 from steinrl.errors import ConfigError
 
-__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats",
-           "trial_runs", "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves"]
+__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats", "trial_runs",
+           "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves", "report"]
 
 
 @dataclass(frozen=True)
@@ -328,3 +329,21 @@ def plot_curves(trials: Sequence[TrialRun], path: Path) -> None:
         panels.append(Panel(env, "iteration" if first.x_key == "iteration" else first.x_key.split("/")[-1],
                             first.metric, curves))
     draw_panels(panels, path, band="seed mean ± 95 % CI")
+
+
+def report(results: Any, out: Path, command: str) -> int:
+    """Write a sweep's outputs from ``results`` (Ray Tune's ResultGrid) and say how it ended; the
+    exit code: 0 all trials finished, 1 some failed, 130 some unfinished."""
+    runs, failed = trial_runs(results)
+    done = sum(bool(r.error is None and r.metrics and r.metrics.get("done")) for r in results)
+    unfinished = len(results) - done - len(failed)
+    note = f"Trials: {len(results)} ({done} finished, {len(failed)} failed, {unfinished} unfinished)."
+    if runs:
+        write_outputs(runs, out, command, [note])
+        print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}, {out / 'curves.png'}", file=sys.stderr)
+    for line in failed:
+        print(f"error: trial {line}", file=sys.stderr)
+    if unfinished:
+        print(f"interrupted: {unfinished} trials unfinished; run the same command again to continue", file=sys.stderr)
+        return 130
+    return 1 if failed else 0
