@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -182,3 +184,20 @@ def test_critic_values_in_blocks_equal_one_forward():
         want = critic(obs.permute(1, 0, 2, 3).reshape(M, T1 * E, d)).view(M, T1, E).permute(1, 0, 2).double()
     assert got.shape == (T1, M, E) and got.dtype == torch.float64
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_ppo_update_shortcuts_change_no_number():
+    """The PPO update's shortcuts (observations normalised once per update, the prior and the
+    PPO diagnostics only where used or logged, the foreach gradient scaling, the finiteness
+    sums) give every logged metric of 3 iterations of ``tests/data/ppo_update_reference.json``,
+    recorded with the code before them (``tests/data/make_ppo_update_reference.py``)."""
+    from data.make_ppo_update_reference import PATH, run
+
+    for case in json.loads(PATH.read_text())["cases"]:
+        for old, new in zip(case["metrics"], run(case)):
+            assert set(old) == set(new), case["algo"]
+            for key, value in old.items():
+                if isinstance(value, float) and math.isnan(value):
+                    assert math.isnan(new[key]), (case["algo"], key)
+                else:
+                    assert new[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (case["algo"], key)

@@ -166,8 +166,12 @@ class SVPGAgent:
         generators = [torch.Generator(device=self.device).manual_seed(iteration_seed(s, iteration) + 2)
                       for s in self.seeds]  # each seed shuffles its own particles' samples
         steps: list[dict[str, Any]] = []
-        for _ in range(self.estimator.epochs):
-            steps = [self._particle_step(part, iteration) for part in self._minibatches(samples, generators)]
+        with torch.no_grad():  # the observations normalised once, not in every step's forwards
+            samples["obs"] = self.policy.obs_norm(samples["obs"])
+        with self.policy.obs_norm.bypassed():
+            for epoch in range(self.estimator.epochs):
+                last = epoch == self.estimator.epochs - 1  # the logged pass
+                steps = [self._particle_step(part, iteration, last) for part in self._minibatches(samples, generators)]
         mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("svgd", "log_prior")}
         # 5. A critic fitted on its own regresses its targets on the same samples.
         value_loss = mean.pop("value_loss", None)
@@ -207,8 +211,10 @@ class SVPGAgent:
         for k in range(K):
             yield {**{name: take(x, idx[k]) for name, x in samples.items() if name != "mask"}, "mask": masks[k]}
 
-    def _particle_step(self, part: dict[str, Tensor], iteration: int) -> dict[str, Any]:
-        """One particle update (and joint critic step) on ``part``, the batch or a minibatch."""
+    def _particle_step(self, part: dict[str, Tensor], iteration: int, logged: bool = True) -> dict[str, Any]:
+        """One particle update (and joint critic step) on ``part``, the batch or a minibatch;
+        ``logged``: a step of the pass whose means are logged (else the prior, when its weight
+        is 0, and the PPO diagnostics, which only feed the log, are not computed)."""
         policy, est = self.policy, self.estimator
         # 3. g_i = ∇ [ J(θ_i) / α + w log p(θ_i) ] for all particles in one backward.
         ent_coef = est.option("ent_coef", 0.0)
@@ -220,7 +226,7 @@ class SVPGAgent:
         old = part.get("old_log_prob")
         surrogate = est.surrogate(log_prob, old, part["advantages"], part["mask"])  # (M,)
         objective = surrogate + ent_coef * entropy if ent_coef else surrogate
-        log_prior = policy.log_prior(self.prior)  # (M,)
+        log_prior = policy.log_prior(self.prior) if logged or self._prior_weight() else None  # (M,)
         value_loss = None
         if self._joint_critic():
             value_loss = self.critic.value_loss(part["obs"], part["targets"], part["mask"], part.get("old_values"))
@@ -238,8 +244,9 @@ class SVPGAgent:
         info = gradient_step(backward, [self.svgd, self.own_opt, critic_opt],
                              on_gradients=lambda: self.finite.add("gradient", [p.grad for p in particles]))
         self.finite.add("parameter", particles)
-        step = {"surrogate": surrogate.detach(), "entropy": entropy.detach(), "log_prior": log_prior.detach(),
-                "svgd": info, **(est.diagnostics(log_prob.detach(), old, part["mask"]) if old is not None else {})}
+        step = {"surrogate": surrogate.detach(), "entropy": entropy.detach(), "svgd": info,
+                "log_prior": None if log_prior is None else log_prior.detach(),
+                **(est.diagnostics(log_prob.detach(), old, part["mask"]) if old is not None and logged else {})}
         if value_loss is not None:
             step["value_loss"] = value_loss.detach()
         if grad_norm is not None:
@@ -254,14 +261,12 @@ class SVPGAgent:
         is clipped per particle first, in J's own units (SB3's clipping at M = 1), then
         divided by α, and the prior's gradient added. Returns the norms before clipping ``(M,)``.
         """
-        cfg = self.cfg
-        temperature = cfg.temperature
-        prior_weight = cfg.prior.weight if cfg.prior.weight is not None else 1.0 / (
-            temperature * cfg.rollout.batch_size)
+        temperature, prior_weight = self.cfg.temperature, self._prior_weight()
         max_norm = self.estimator.option("max_grad_norm")
         value_term = None if value_loss is None else self.critic.vf_coef * value_loss.sum()
         if max_norm is None:
-            log_target = objective / temperature + prior_weight * log_prior
+            log_target = objective / temperature  # (+ w log p; with w = 0 it would add exact zeros)
+            log_target = log_target + prior_weight * log_prior if prior_weight else log_target
             self.finite.add("log target (surrogate / temperature + prior)", log_target)
             loss = -log_target.sum()
             (loss if value_term is None else loss + value_term).backward()
@@ -273,12 +278,15 @@ class SVPGAgent:
         norms = clip_grad_norms(policy_params + (list(self.critic.net.parameters()) if value_term is not None else []),
                                 max_norm)
         with torch.no_grad():
-            for p in policy_params:
-                if p.grad is not None:
-                    p.grad.div_(temperature)
+            torch._foreach_div_([p.grad for p in policy_params if p.grad is not None], temperature)
         if prior_weight:
             (-(prior_weight * log_prior).sum()).backward()
         return norms
+
+    def _prior_weight(self) -> float:
+        """w of the log target J / α + w log p(θ): ``prior.weight``, default 1 / (α · batch_size)."""
+        cfg = self.cfg
+        return cfg.prior.weight if cfg.prior.weight is not None else 1.0 / (cfg.temperature * cfg.rollout.batch_size)
 
     def _lr_fraction(self, iteration: int, progress: float | None) -> float:
         """The fraction of the configured step sizes used at ``iteration``: with

@@ -37,7 +37,7 @@ class FiniteFlags:
             return
         zeros = torch._foreach_mul([t.detach() for t in present], 0.0)
         sums = [z.reshape(z.shape[0], -1).sum(1) for z in zeros]
-        ok = torch.isfinite(sums[0] if len(sums) == 1 else torch.stack(sums).sum(0))
+        ok = (sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)) == 0  # (False for NaN)
         self.flags[what] = ok if what not in self.flags else self.flags[what] & ok
 
     @staticmethod

@@ -12,7 +12,8 @@ rollout's act function) both run :func:`~steinrl.core.ensemble.mlp_forward` and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -77,6 +78,16 @@ class ObsNormalizer(nn.Module):
         m2 = self.var * self.count + b_var * b_count + delta.square() * self.count * b_count / total
         self.var.copy_(m2 / total)
         self.count.copy_(total)
+
+    @contextmanager
+    def bypassed(self) -> Iterator[None]:
+        """Inside, :meth:`forward` is the identity: for inputs normalised once beforehand (an
+        update's minibatches of one batch, whose statistics do not change during the update)."""
+        enabled, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = enabled
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.enabled:

@@ -74,8 +74,7 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
     grads = [p.grad for p in params if p.grad is not None]
     norms = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in grads]).sum(0).sqrt()
     factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(factor.view(-1, *[1] * (g.dim() - 1)))
+    torch._foreach_mul_(grads, [factor.view(-1, *[1] * (g.dim() - 1)) for g in grads])
     return norms
 
 
