@@ -62,9 +62,11 @@ def minibatch_indices(mask: Tensor, minibatches: int, generators: list[torch.Gen
 
 
 def take(x: Tensor, idx: Tensor) -> Tensor:
-    """Columns ``idx (M, b)`` of ``x (M, n, ...)``: ``(M, b, ...)``."""
-    index = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(*idx.shape, *x.shape[2:])
-    return torch.gather(x, 1, index)
+    """Columns ``idx (M, b)`` of ``x (M, n, ...)``: ``(M, b, ...)``. One ``index_select`` of the
+    rows of ``x`` seen as ``(M·n, ...)`` (on CPU ~3x faster than ``gather`` with an expanded index)."""
+    M, n = x.shape[:2]
+    rows = (idx + torch.arange(M, device=idx.device).unsqueeze(1) * n).reshape(-1)
+    return x.reshape(M * n, *x.shape[2:]).index_select(0, rows).view(*idx.shape, *x.shape[2:])
 
 
 def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
