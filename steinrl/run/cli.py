@@ -242,7 +242,8 @@ def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: floa
     if status == "interrupted":
         print(f"stopped after iteration {trainer.iteration - 1} (the last row of metrics.jsonl); checkpoint saved. "
               f"Continue with: steinrl train --resume {run_dir}", file=sys.stderr)
-    print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {trainer.job.num_steps}) in "
+    planned = max(trainer.job.num_steps, trainer.iteration)  # (with total_steps an estimate: reset steps do not count)
+    print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {planned}) in "
           f"{seconds:.1f} s; {result}; run {run_dir}\n"
           f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
 
