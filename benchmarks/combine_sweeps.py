@@ -12,7 +12,8 @@ algo and grid values are one group, so seeds 0-2 of one sweep and seeds 3-9 of a
 make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` to --out.
 
 ``--where key=value`` (repeatable) keeps only the trials whose algo, env, seed or grid value
-``key`` equals ``value`` (``--where temperature=15``: one grid point of a wider sweep).
+``key`` equals ``value`` (``--where temperature=15``: one grid point of a wider sweep;
+``--where "algo=[svgd-a2c, s2vgd-a2c]"``: either).
 
 ``--archive`` writes ``results.csv.gz`` with only each trial's headline metric instead of
 ``results.csv`` (a sweep's full ``results.csv`` is ~0.7 MB per trial; the archive ~13 kB):
@@ -71,9 +72,11 @@ def parse_where(items: list[str]) -> dict:
 
 
 def matches(trial, where: dict) -> bool:
-    """Whether a trial's algo / env / seed / grid values equal every ``where`` value."""
+    """Whether a trial's algo / env / seed / grid values equal every ``where`` value (a list:
+    one of its values)."""
     fields = {"algo": trial.algo, "env": trial.env, "seed": trial.seed, **trial.params}
-    return all(key in fields and fields[key] == value for key, value in where.items())
+    return all(key in fields and (fields[key] in value if isinstance(value, list) else fields[key] == value)
+               for key, value in where.items())
 
 
 def main(argv: list[str] | None = None) -> int:

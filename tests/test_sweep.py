@@ -261,6 +261,9 @@ def test_results_of_two_sweeps_combine_into_one_group(tmp_path):
     assert "| svgd-a2c | frozen | 1 | 60.0 |" in summary and "| svgd-a2c |  |" not in summary
     assert combine["main"]([str(tmp_path / "a"), "--where", "seed=1", "--out", str(tmp_path / "s1")]) == 0
     assert "| svgd-a2c | 1 | 20.0 | 20.0 |" in (tmp_path / "s1" / "summary.md").read_text()
+    assert combine["main"]([str(tmp_path / "a"), str(tmp_path / "b"), "--where", "seed=[0, 2]",
+                            "--out", str(tmp_path / "s02")]) == 0  # a list: any of its values
+    assert "| svgd-a2c | 2 | 35.0 ± " in (tmp_path / "s02" / "summary.md").read_text()
     for where in ("seed=7", "seed"):
         assert combine["run_cli"](combine["main"], [str(tmp_path / "a"), "--where", where,
                                                     "--out", str(tmp_path / "none")]) == 2
