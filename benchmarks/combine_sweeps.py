@@ -23,6 +23,13 @@ can be re-made, and combined, from the repository alone:
     python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out docs/study/exact_10seeds
     python benchmarks/combine_sweeps.py docs/study/exact_10seeds docs/study/damped_10seeds --out /tmp/both
 
+``--x KEY`` draws and summarises against a logged metric instead of the iteration, each
+trial's headline averaged in ``--bins`` equal bins of it (from 0 to what every trial of the
+task reached), so that seeds and algorithms whose iterations fall at different env steps or
+seconds share one x grid: ``--x time/total_env_steps``, ``--x time/total_seconds`` (SB3's
+PPO logs iteration seconds; their running sum stands in). The peak of the summary is then
+the best bin mean, and an archive keeps the x column.
+
 ``--curves-only`` (re)draws only ``curves.png`` (``--out`` may be the source itself: the
 figures of docs/study/ are re-drawn from their archives this way).
 """
@@ -30,9 +37,12 @@ figures of docs/study/ are re-drawn from their archives this way).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +50,14 @@ sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli_base import Parser, output_dir, run_cli  # noqa: E402
-from steinrl.run.sweep_report import plot_curves, read_results_csv, write_outputs, write_results_csv, write_summary  # noqa: E402
+from steinrl.run.sweep_report import (  # noqa: E402
+    TrialRun,
+    plot_curves,
+    read_results_csv,
+    write_outputs,
+    write_results_csv,
+    write_summary,
+)
 
 
 def parse_source(text: str) -> tuple[Path, dict]:
@@ -79,6 +96,35 @@ def matches(trial, where: dict) -> bool:
                for key, value in where.items())
 
 
+def x_values(trial: TrialRun, key: str) -> list[float]:
+    """Each row's ``key`` (NaN where missing); ``time/total_seconds``, where a job does not log
+    it (SB3's PPO), is the running sum of ``time/iteration_seconds``."""
+    if key == "time/total_seconds" and not any(key in r for r in trial.rows):
+        return list(np.cumsum([r.get("time/iteration_seconds", math.nan) for r in trial.rows]))
+    return [float(r.get(key, math.nan)) for r in trial.rows]
+
+
+def binned(trials: list[TrialRun], key: str, bins: int) -> list[TrialRun]:
+    """Every trial's headline as the mean of its values in ``bins`` equal bins of ``key`` from 0
+    to the largest ``key`` every trial of its env reached (bin centres as x: seeds whose
+    iterations fall at different env steps or seconds share one x grid, and the noisy
+    per-iteration returns are smoothed); a bin without a value is left out."""
+    reach = {}
+    for t in trials:
+        top = np.nanmax(x_values(t, key)) if t.rows else math.nan
+        reach[t.env] = min(reach.get(t.env, math.inf), top)
+    out = []
+    for t in trials:
+        edges = np.linspace(0.0, reach[t.env], bins + 1)
+        x, y = np.asarray(x_values(t, key)), np.asarray([float(r.get(t.metric, math.nan)) for r in t.rows])
+        slot = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+        keep = (x <= edges[-1]) & ~np.isnan(y) & ~np.isnan(x)
+        rows = [{"iteration": b, key: float((edges[b] + edges[b + 1]) / 2),
+                 t.metric: float(y[keep & (slot == b)].mean())} for b in range(bins) if (keep & (slot == b)).any()]
+        out.append(dataclasses.replace(t, x_key=key, rows=rows))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="benchmarks/combine_sweeps.py", description=__doc__,
                formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--archive", action="store_true",
                    help="write results.csv.gz with the headline metric only, instead of results.csv")
     p.add_argument("--curves-only", action="store_true", help="draw only curves.png (no results, no summary)")
+    p.add_argument("--x", metavar="KEY", help="draw and summarise against this logged metric, binned (e.g. "
+                   "time/total_env_steps, time/total_seconds) instead of the iteration")
+    p.add_argument("--bins", type=int, default=50, help="with --x: bins from 0 to the x every trial reached (50)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep only trials whose algo, env, seed or grid value KEY equals VALUE (repeatable)")
     args = p.parse_args(argv)
@@ -98,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     trials = [t for t in trials if matches(t, where)]
     if not trials:
         raise ConfigError(f"no trial matches --where {' '.join(args.where)}")
+    if args.x:
+        if args.bins < 1:
+            raise ConfigError(f"--bins must be >= 1, got {args.bins}")
+        missing = [t.trial_id for t in trials if all(math.isnan(v) for v in x_values(t, args.x))]
+        if missing:
+            raise ConfigError(f"--x {args.x}: trials {', '.join(missing[:5])} do not log it; e.g. "
+                              "time/total_env_steps or time/total_seconds")
+        trials = binned(trials, args.x, args.bins)
     out = Path(args.out)
     output_dir(out, "--out", create=True)
     command = " ".join(["python benchmarks/combine_sweeps.py", *(sys.argv[1:] if argv is None else argv)])

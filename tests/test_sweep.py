@@ -270,6 +270,31 @@ def test_results_of_two_sweeps_combine_into_one_group(tmp_path):
     assert not (tmp_path / "none").exists()
 
 
+def test_combine_bins_curves_on_a_logged_x():
+    """``--x``: each trial's headline averaged in equal bins of the x from 0 to what every trial
+    of the task reached (by hand); seconds fall back to the running sum of iteration seconds."""
+    combine = runpy.run_path(str(ROOT / "benchmarks" / "combine_sweeps.py"), run_name="combine")
+    metric = "rollout/ep_rew_max_particle"
+    ours = TrialRun("a", "svgd-ppo", "Hopper-v5", 0, {}, metric, "iteration", [
+        {"iteration": 1, "time/total_env_steps": 10.0, "time/total_seconds": 1.0, metric: 1.0},
+        {"iteration": 2, "time/total_env_steps": 30.0, "time/total_seconds": 2.0, metric: float("nan")},
+        {"iteration": 3, "time/total_env_steps": 50.0, "time/total_seconds": 3.0, metric: 5.0},
+        {"iteration": 4, "time/total_env_steps": 70.0, "time/total_seconds": 4.0, metric: 9.0},
+        {"iteration": 5, "time/total_env_steps": 90.0, "time/total_seconds": 5.0, metric: 100.0}], 5.0)
+    sb3 = TrialRun("b", "sb3-ppo", "Hopper-v5", 0, {}, metric, "iteration", [
+        {"iteration": 1, "time/total_env_steps": 20.0, "time/iteration_seconds": 2.0, metric: 2.0},
+        {"iteration": 2, "time/total_env_steps": 40.0, "time/iteration_seconds": 2.0, metric: 4.0},
+        {"iteration": 3, "time/total_env_steps": 80.0, "time/iteration_seconds": 2.0, metric: 8.0}], 6.0)
+    steps = combine["binned"]([ours, sb3], "time/total_env_steps", 2)  # reach 80: bins [0, 40), [40, 80]
+    assert [r for r in steps[0].rows] == [{"iteration": 0, "time/total_env_steps": 20.0, metric: 1.0},
+                                          {"iteration": 1, "time/total_env_steps": 60.0, metric: 7.0}]
+    assert [r[metric] for r in steps[1].rows] == [2.0, 6.0] and steps[1].x_key == "time/total_env_steps"
+    assert combine["x_values"](sb3, "time/total_seconds") == [2.0, 4.0, 6.0]
+    seconds = combine["binned"]([ours, sb3], "time/total_seconds", 1)  # reach 5 s: one bin [0, 5]
+    assert [r[metric] for r in seconds[0].rows] == [(1 + 5 + 9 + 100) / 4]  # the NaN left out
+    assert [r[metric] for r in seconds[1].rows] == [3.0]  # x 2 and 4 s (6 s is past the reach)
+
+
 # --- end to end -------------------------------------------------------------------------
 def test_smoke_sweep_end_to_end(tmp_path):
     pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")

@@ -195,7 +195,9 @@ def write_results_csv(trials: Sequence[TrialRun], path: Path, headline_only: boo
     enough to keep beside the docs)."""
     params = list(dict.fromkeys(k for t in trials for k in t.params))
     headlines = list(dict.fromkeys(t.metric for t in trials))
-    others = [] if headline_only else sorted({k for t in trials for r in t.rows for k in r} - {"iteration", *headlines})
+    x_keys = [k for k in dict.fromkeys(t.x_key for t in trials) if k != "iteration"]  # (kept in an archive)
+    others = x_keys if headline_only else sorted({k for t in trials for r in t.rows for k in r}
+                                                 - {"iteration", *headlines})
     columns = ["trial_id", "algo", "env", "seed", *params, "iteration", *headlines, *others, "wall_s"]
     with _open_text(path, "w") as f:
         writer = csv.DictWriter(f, columns, restval="", extrasaction="ignore")
