@@ -104,6 +104,21 @@ def test_env_steps_and_seconds_by_hand():
     assert math.isnan(total_env_steps([], 4))
 
 
+def test_a_sweep_trial_still_running_is_counted_as_unfinished():
+    """A sweep trial's last report says whether it reached its stopping rule; the table counts
+    the seeds that did not (a run directory's rows do not say: neither)."""
+    from steinrl.sb3.compare import summary_table
+    from steinrl.sb3.evaluation import finished
+
+    assert finished([{"done": False}, {"done": True}]) is True and finished([{"done": False}]) is False
+    assert finished([{"iteration": 3}]) is None and finished([]) is None
+    row = {"env": "Hopper-v5", "algo": "sb3-ppo", "params": "", "policy": "sb3", "eval_mean": 10.0,
+           "total_env_steps": 100, "wall_s": 1.0}
+    table = summary_table([{**row, "finished": True}, {**row, "eval_mean": 30.0, "finished": False},
+                           {**row, "finished": None}])
+    assert "| Hopper-v5 | sb3-ppo |  | sb3 | 3 (1 unfinished) | 16.7 ± " in table
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     """A tiny svgd-ppo run and a tiny sb3-ppo run on Pendulum-v1, trained through the CLI's run loop."""

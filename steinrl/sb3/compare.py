@@ -27,7 +27,7 @@ from steinrl.sb3.evaluation import ENSEMBLE_MODES, RunRecord, evaluate_record, f
 __all__ = ["compare_main", "compare_runs", "summary_table"]
 
 COLUMNS = ["env", "algo", "params", "seed", "policy", "eval_mean", "eval_std", "episodes", "total_env_steps",
-           "wall_s", "iterations", "particle", "selection_env_steps", "run"]
+           "wall_s", "iterations", "finished", "particle", "selection_env_steps", "run"]
 
 
 def _params(record: RunRecord) -> str:
@@ -58,7 +58,8 @@ def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, 
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: per env, algo, grid point and policy, the seeds' mean evaluation return (95 % CI),
+    """Markdown: per env, algo, grid point and policy, the seeds (and how many of them are sweep
+    trials that have not reached their stopping rule yet), the mean evaluation return (95 % CI),
     total env steps and wall-clock seconds (means over the seeds)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
@@ -70,7 +71,9 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
         ci = f"{mean:.1f}" + ("" if math.isnan(half) else f" ± {half:.1f}")
         steps = sum(r["total_env_steps"] for r in group) / len(group)
         wall = sum(r["wall_s"] for r in group) / len(group)
-        lines.append(f"| {env} | {algo} | {params} | {policy} | {len(group)} | {ci} | {steps:.0f} | {wall:.1f} |")
+        unfinished = sum(r.get("finished") is False for r in group)  # a sweep trial still running
+        seeds = f"{len(group)}" + (f" ({unfinished} unfinished)" if unfinished else "")
+        lines.append(f"| {env} | {algo} | {params} | {policy} | {seeds} | {ci} | {steps:.0f} | {wall:.1f} |")
     return "\n".join(lines)
 
 

@@ -120,6 +120,13 @@ def wall_seconds(rows: list[dict[str, Any]]) -> float:
                      if isinstance(r.get("time/iteration_seconds"), (int, float))))
 
 
+def finished(rows: list[dict[str, Any]]) -> bool | None:
+    """Whether the run reached its stopping rule: a sweep trial's last report says (``done``);
+    None where the rows do not (a ``steinrl train`` run directory)."""
+    done = rows[-1].get("done") if rows else None
+    return bool(done) if isinstance(done, bool) else None
+
+
 def best_training_particle(rows: list[dict[str, Any]], particles: int) -> int:
     """The particle with the best training return: the arg-max of ``particles/ep_rew_mean_XX``
     (each particle's mean return over the episodes it finished in that iteration) in the last
@@ -173,7 +180,7 @@ def _row(record: RunRecord, cfg: Config, who: str, returns: list[float], **extra
     return {"run": str(record.path), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "policy": who,
             "eval_mean": float(np.mean(returns)), "eval_std": float(np.std(returns)), "episodes": len(returns),
             "total_env_steps": total_env_steps(record.rows, particles), "wall_s": wall_seconds(record.rows),
-            "iterations": len(record.rows), **extra}
+            "iterations": len(record.rows), "finished": finished(record.rows), **extra}
 
 
 def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemble: str = "select",
