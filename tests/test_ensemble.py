@@ -170,6 +170,20 @@ def test_glorot_init_scale():
     assert abs(W_out.std().item() / (0.5 * math.sqrt(2.0 / 50)) - 1.0) < 0.05
 
 
+def test_torch_init_is_nn_linears_uniform_on_one_over_sqrt_in():
+    """``init="torch"`` (SB3's with ortho_init=False): every layer's W and b uniform on
+    ±1/√in, as torch.nn.Linear's reset_parameters; the moments of U(−a, a): mean 0, variance a²/3."""
+    net = EnsembleMLP(64, 40, (30,), 20, layer="gaussian", init="torch", output_gain=0.01,
+                      generator=torch.Generator().manual_seed(0))
+    for layer, n_in in zip(net.layers, (40, 30)):
+        a = 1.0 / math.sqrt(n_in)
+        for t in (layer.weight(), layer.bias):
+            assert t.abs().max().item() <= a and t.abs().max().item() > 0.95 * a  # output_gain unused
+            assert abs(t.mean().item()) < 0.02 * a and abs(t.var().item() / (a * a / 3) - 1.0) < 0.05
+    reference = nn.Linear(40, 30)  # the same bound as torch's own layer
+    assert reference.weight.abs().max().item() <= 1.0 / math.sqrt(40)
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_large_tanh_blocks_match_plain_tanh(grad):
     """Large hidden blocks take the sigmoid form of tanh; values and gradients match plain tanh."""

@@ -30,7 +30,7 @@ Dense = list[tuple[Tensor, Tensor]]
 Array = TypeVar("Array", Tensor, np.ndarray)
 
 #: Weight inits of :class:`EnsembleMLP`.
-INITS = ("glorot", "lecun", "orthogonal")
+INITS = ("glorot", "lecun", "orthogonal", "torch")
 
 
 @torch.no_grad()
@@ -187,7 +187,9 @@ class EnsembleMLP(nn.Module):
     :param init: ``"glorot"`` (default; Var W = gain²·2/(in+out), the SVPG code's
         Glorot init), ``"lecun"`` (Var W = gain²/in) or ``"orthogonal"`` (each particle's
         W, or the core C of a factored layer, a random (semi-)orthogonal matrix times the
-        gain, bias 0: PPO's usual init, see :func:`orthogonal_`).
+        gain, bias 0: PPO's usual init, see :func:`orthogonal_`) or ``"torch"`` (torch's
+        ``nn.Linear`` default, which SB3 keeps with ``ortho_init=False``: W and b uniform on
+        ±1/√in, every layer, ``output_gain`` unused).
     :param generator: draws the initial parameters (layer by layer, in order); None uses
         torch's global generator.
     :param device: where the parameters live.
@@ -230,9 +232,13 @@ class EnsembleMLP(nn.Module):
                 gain *= math.sqrt(2.0 * n_in / (n_in + n_out))
             layers.append(make_layer(layer, num_particles, n_in, n_out, bias=True, gain=gain, generator=generator,
                                      device=device, dtype=dtype, **options))
-            if init == "orthogonal":  # the dense W, or the core C of W = L Λ1 C Λ2 Rᵀ (Λ = 1 at init)
-                core = layers[-1].W if hasattr(layers[-1], "W") else layers[-1].C
+            core = layers[-1].W if hasattr(layers[-1], "W") else layers[-1].C  # or the C of W = L Λ1 C Λ2 Rᵀ
+            if init == "orthogonal":
                 orthogonal_(core, gain, generator)
+            elif init == "torch":  # torch.nn.Linear's reset_parameters: W and b ~ U(±1/√in), no gain
+                with torch.no_grad():
+                    for t in (core, layers[-1].bias):
+                        t.uniform_(-1.0 / math.sqrt(n_in), 1.0 / math.sqrt(n_in), generator=generator)
         self.layers: nn.ModuleList = nn.ModuleList(layers)
 
     def dense(self) -> Dense:

@@ -103,7 +103,7 @@ class ValueEnsemble(Critic):
         Option("minibatch", int, 1024, "Samples per particle in each value-regression step (not joint).",
                check=at_least_one),
         Option("init", str, "glorot", "Weight init of the value MLPs (orthogonal: gain sqrt 2 hidden, 1 output, "
-               "bias 0, PPO's).", choices=INITS),
+               "bias 0, PPO's; torch: nn.Linear's default, SB3's with ortho_init false).", choices=INITS),
         Option("joint", bool, False,
                "Fit in the policy's update steps: each particle update (every PPO minibatch) also takes an Adam step "
                "on the value loss of its samples, V unstandardised (SB3's, CleanRL's PPO); false: steps regression "

@@ -36,8 +36,9 @@ POLICY_OPTIONS: tuple[Option, ...] = (
     Option("activation", str, "tanh", "Hidden activation of policy and value MLPs.",
            choices=tuple(a for a in ACTIVATIONS if a != "identity")),
     Option("output_gain", float, 1.0, "Init gain of the policy's output layer (1: Glorot, as the SVPG code)."),
-    Option("init", str, "glorot", "Weight init of the policy MLP: glorot (the SVPG code's), lecun, or orthogonal "
-           "(gain sqrt 2 hidden, output_gain output, bias 0: PPO's, with output_gain 0.01).", choices=INITS),
+    Option("init", str, "glorot", "Weight init of the policy MLP: glorot (the SVPG code's), lecun, orthogonal "
+           "(gain sqrt 2 hidden, output_gain output, bias 0: PPO's, with output_gain 0.01), or torch (nn.Linear's "
+           "default, U(+-1/sqrt(in)) for W and b: SB3 with ortho_init false).", choices=INITS),
     Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
 )
 
