@@ -294,7 +294,9 @@ class Sampler:
                     T = int(rule.stop.max()) + 1  # the steps after the last env stopped are dropped
                     break
                 t0 = t + 1
-        obs = torch.as_tensor(obs)
+        # (a compiled step's output may be a CUDA graph's own buffer, rewritten by its next replay: the
+        # observations the batch keeps, and carries into the next one, are a copy)
+        obs = torch.as_tensor(obs).clone() if self._compile else torch.as_tensor(obs)
         # a device task does not look at actions: flag them here (no sync now; see action_finite)
         self._finite = None if self.task.checks_actions else torch.isfinite(self._act[:T].view(T, M, -1)).all(2).all(0)
         if t + 1 == T:  # (else obs[T] was written by the loop)
