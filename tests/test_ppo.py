@@ -258,6 +258,24 @@ def test_the_recipe_config_builds_orthogonal_policy_and_critic():
                                atol=1e-5, rtol=0)
 
 
+def test_adam_eps_reaches_every_optimizer_and_defaults_stay():
+    """``update.optimizer_eps`` and ``critic.eps`` (SB3's PPO: 1e-5) set eps of the particle
+    update's optimizer, the head's own Adam and the value networks' Adam; unset, each keeps
+    its optimizer's default (Adam 1e-8, TF-style RMSprop 1e-10)."""
+    def eps_of(agent):
+        return [opt.param_groups[0]["eps"] for opt in (agent.svgd.optimizer, agent.own_opt, agent.critic.optimizer)]
+
+    assert eps_of(steinrl.Trainer(config(**RECIPE)).job.agent) == [1e-8, 1e-8, 1e-8]
+    sb3_like = config(**RECIPE, **{"update.optimizer_eps": 1e-5, "critic.eps": 1e-5})
+    assert eps_of(steinrl.Trainer(sb3_like).job.agent) == [1e-5, 1e-5, 1e-5]
+    rmsprop = steinrl.Trainer(config(**{"update.optimizer": "rmsprop_tf"})).job.agent
+    assert rmsprop.svgd.optimizer.param_groups[0]["eps"] == 1e-10
+    sgd = steinrl.Trainer(config(**{"update.optimizer": "sgd", "update.optimizer_eps": 1e-5})).job.agent
+    assert "eps" not in sgd.svgd.optimizer.param_groups[0] and sgd.own_opt.param_groups[0]["eps"] == 1e-5
+    with pytest.raises(steinrl.ConfigError, match="optimizer_eps"):
+        config(**{"update.optimizer_eps": 0.0})
+
+
 # --- value loss, truncation -------------------------------------------------------------------
 def test_value_clipping_by_hand():
     critic = ValueEnsemble(1, 2, ObsNormalizer(2, False), hidden=(4,), joint=True, clip_range_vf=0.2)

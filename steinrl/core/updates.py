@@ -42,6 +42,10 @@ UPDATE_OPTIONS: tuple[Option, ...] = (
     Option("lr_halving_every", int, 0, "If > 0, halve lr every this many iterations after lr_halving_start.",
            check=non_negative),
     Option("lr_halving_start", int, 200, "First iteration at which lr halving may apply.", check=non_negative),
+    Option("optimizer_eps", (float, None), None, "Epsilon of the optimizer's denominator, also of the head's own "
+           "Adam (null: the optimizer's default: adam and rmsprop 1e-8, rmsprop_tf 1e-10; sgd has none; SB3's PPO "
+           "uses 1e-5).",
+           check=lambda v: None if v is None or v > 0 else "must be > 0 (or null)"),
 )
 #: The kernel of a coupled update (``svgd``).
 KERNEL_OPTION = Option("kernel", str, "rbf", "Stein kernel: rbf exp(-d²/h) (the papers') or imq (1 + d²/h)^(-1/2) "
@@ -84,7 +88,7 @@ def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "
                 bandwidth: str | float = "svpg", kernel: str = "rbf", proximal_weight: float = 0.0,
                 lr_halving_every: int = 0, lr_halving_start: int = 200, groups: int = 1,
                 max_norm: float | None = None, optimizer_kwargs: dict | None = None, attractive_norm: str = "auto",
-                kernel_precision: str = "full") -> SVGD:
+                kernel_precision: str = "full", optimizer_eps: float | None = None) -> SVGD:
     """The :class:`SVGD` optimizer of the registered update ``name`` over ``params``.
 
     ``kernel``, ``attractive_norm`` (auto / on / off) and ``kernel_precision`` (full / bf16) are used
@@ -92,14 +96,17 @@ def make_update(name: str, params: Iterable[nn.Parameter], *, optimizer: str = "
     ``lr_halving_every`` / ``lr_halving_start`` are the schedule of :func:`halved_lr`;
     the caller applies it (they are accepted here so a config section passes whole).
     ``groups``: independent groups of particles (seeds in one batch); ``max_norm``: per-particle
-    clipping of φ; ``optimizer_kwargs``: extra arguments of the torch optimizer (see :class:`SVGD`).
+    clipping of φ; ``optimizer_kwargs``: extra arguments of the torch optimizer (see :class:`SVGD`);
+    ``optimizer_eps``: its ``eps`` (None: the optimizer's default; sgd has none).
     """
     update = UPDATES.get(name)
     if attractive_norm not in _NORM:
         raise ValueError(f"attractive_norm must be one of {list(_NORM)}, got {attractive_norm!r}")
     return SVGD(params, lr=lr, optimizer=optimizer, kernel=kernel if update.coupled else INDEPENDENT,
                 bandwidth=bandwidth, proximal=proximal_weight, groups=groups, max_norm=max_norm,
-                optimizer_kwargs=optimizer_kwargs, attractive_norm=_NORM[attractive_norm],
+                optimizer_kwargs={**(optimizer_kwargs or {}), **({} if optimizer_eps is None or optimizer == "sgd"
+                                                                  else {"eps": optimizer_eps})},
+                attractive_norm=_NORM[attractive_norm],
                 precision=kernel_precision if update.coupled else "full")
 
 

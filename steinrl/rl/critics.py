@@ -93,7 +93,7 @@ class ValueEnsemble(Critic):
     :param obs_norm: the policy's observation normaliser (shared, not copied).
     :param activation: hidden activation (the policy's).
     :param generator: draws the initial weights.
-    :param hidden, lr, steps, minibatch, init, joint, vf_coef, clip_range_vf: the declared options.
+    :param hidden, lr, steps, minibatch, init, joint, vf_coef, clip_range_vf, eps: the declared options.
     """
 
     options = (
@@ -114,12 +114,14 @@ class ValueEnsemble(Critic):
         Option("clip_range_vf", (float, None), None,
                "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
                "the units of the (scaled) returns); null: no value clipping.", check=_nullable_positive),
+        Option("eps", (float, None), None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO "
+               "uses 1e-5).", check=_nullable_positive),
     )
 
     def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
                  generator: torch.Generator | None = None, hidden: Sequence[int] = (32, 32), lr: float = 3e-3,
                  steps: int = 10, minibatch: int = 1024, init: str = "glorot", joint: bool = False,
-                 vf_coef: float = 0.5, clip_range_vf: float | None = None):
+                 vf_coef: float = 0.5, clip_range_vf: float | None = None, eps: float | None = None):
         super().__init__()
         self.net = EnsembleMLP(num_particles, obs_dim, list(hidden), 1, activation=activation,
                                layer="gaussian", output_gain=1.0, init=init, generator=generator)
@@ -128,7 +130,7 @@ class ValueEnsemble(Critic):
         self.joint, self.vf_coef, self.clip_range_vf = bool(joint), float(vf_coef), clip_range_vf
         self.register_buffer("target_mean", torch.zeros(num_particles, 1))
         self.register_buffer("target_std", torch.ones(num_particles, 1))
-        self.optimizer = adam(self.net.parameters(), lr=lr)
+        self.optimizer = adam(self.net.parameters(), lr=lr, **({} if eps is None else {"eps": eps}))
 
     def forward(self, obs: Tensor) -> Tensor:
         """Values ``(M, B)`` in return units for raw observations ``(M, B, obs_dim)``."""
