@@ -135,10 +135,13 @@ def test_save_restore_continues_from_the_saved_state(tmp_path, monkeypatch):
     statistics and the counters; a restored job has them and trains on (fresh episodes, warned)."""
     cfg = load_config("sb3-ppo-zoo", "InvertedPendulum-v5", {**TINY, "sb3.timesteps": 128})
     trainer = Trainer(cfg)
-    trainer.step(), trainer.step()
+    first, second = trainer.step(), trainer.step()
     trainer.save(tmp_path / "checkpoint.pt")
     state = load_checkpoint(tmp_path / "checkpoint.pt")["job"]
     assert state["num_timesteps"] == 64 and state["n_updates"] == 2 * cfg.sb3.n_epochs
+    assert second["time/total_seconds"] == pytest.approx(first["time/iteration_seconds"]
+                                                         + second["time/iteration_seconds"])
+    assert state["seconds"] == second["time/total_seconds"]
     again = Trainer(cfg)
     monkeypatch.setattr("steinrl.baselines.sb3_ppo._RESUME_WARNED", False)
     with warnings.catch_warnings(record=True) as caught:
@@ -155,6 +158,7 @@ def test_save_restore_continues_from_the_saved_state(tmp_path, monkeypatch):
         "exactly as the uninterrupted run would"]
     scalars = again.step()
     assert scalars["time/total_env_steps"] == 96 and again.job.runs[0].model._n_updates == 3 * cfg.sb3.n_epochs
+    assert scalars["time/total_seconds"] == pytest.approx(state["seconds"] + scalars["time/iteration_seconds"])
     trainer.close(), again.close()
 
 

@@ -12,7 +12,7 @@ the episodes that ended in this rollout (as steinrl's batch means; SB3's own 100
 window is ``rollout/ep_rew_mean_100``), ``rollout/episodes``, the headline
 ``rollout/ep_rew_max_particle`` (the best particle's mean: for one policy, equal to
 ``ep_rew_mean``, so sweeps and plots show both kinds on one key), SB3's ``train/...``
-values, and ``time/fps``, ``time/iteration_seconds``, ``time/total_env_steps``.
+values, and ``time/fps``, ``time/iteration_seconds``, ``time/total_env_steps``, ``time/total_seconds``.
 
 Checkpoints hold tensors and plain data only (``torch.load(weights_only=True)``): the policy
 and optimizer state dicts, the VecNormalize statistics, the step and update counters and
@@ -253,6 +253,7 @@ class _SeedRun:
         self.callback.on_training_start(locals(), globals())
         self.rng = _rng_state()
         _load_rng_state(outside)
+        self.seconds = 0.0  #: training seconds so far (rollouts and updates; summed over resumes)
 
     def step(self) -> dict[str, float]:
         """One rollout and one PPO update; returns the scalars."""
@@ -265,6 +266,7 @@ class _SeedRun:
         t1 = time.perf_counter()
         model.train()
         t2 = time.perf_counter()
+        self.seconds += t2 - t0
         self.rng = _rng_state()
         _load_rng_state(outside)
         train = {k: float(v) for k, v in model.logger.name_to_value.items() if k.startswith("train/")}
@@ -279,13 +281,14 @@ class _SeedRun:
             **train,
             "time/fps": self.rollout_size / (t2 - t0), "time/rollout_fps": self.rollout_size / (t1 - t0),
             "time/iteration_seconds": t2 - t0, "time/total_env_steps": float(model.num_timesteps),
+            "time/total_seconds": self.seconds,
         }
 
     def state_dict(self) -> dict[str, Any]:
         model = self.model
         return {"policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
                 "num_timesteps": int(model.num_timesteps), "n_updates": int(model._n_updates),
-                "normalize": _normalize_state(model.env), "rng": self.rng}
+                "normalize": _normalize_state(model.env), "rng": self.rng, "seconds": self.seconds}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         model = self.model
@@ -293,6 +296,7 @@ class _SeedRun:
         model.policy.optimizer.load_state_dict(state["optimizer"])
         model.num_timesteps, model._n_updates = int(state["num_timesteps"]), int(state["n_updates"])
         self.rng = state["rng"]
+        self.seconds = float(state.get("seconds", 0.0))  # (checkpoints before it was kept: from 0)
         model.env.seed(self.cfg.seed + model.num_timesteps)  # fresh episodes, seeded
         model._last_obs = model.env.reset()
         model._last_episode_starts = np.ones((model.env.num_envs,), dtype=bool)
