@@ -26,8 +26,8 @@ can be re-made, and combined, from the repository alone:
 ``--x KEY`` draws and summarises against a logged metric instead of the iteration, each
 trial's headline averaged in ``--bins`` equal bins of it (from 0 to what every trial of the
 task reached), so that seeds and algorithms whose iterations fall at different env steps or
-seconds share one x grid: ``--x time/total_env_steps``, ``--x time/total_seconds`` (SB3's
-PPO logs iteration seconds; their running sum stands in). The peak of the summary is then
+seconds share one x grid: ``--x time/total_env_steps``, ``--x time/total_seconds`` (SB3 rows
+recorded before its job logged it have their iteration seconds' running sum instead). The peak of the summary is then
 the best bin mean, and an archive keeps the x column.
 
 ``--curves-only`` (re)draws only ``curves.png`` (``--out`` may be the source itself: the
@@ -97,8 +97,8 @@ def matches(trial, where: dict) -> bool:
 
 
 def x_values(trial: TrialRun, key: str) -> list[float]:
-    """Each row's ``key`` (NaN where missing); ``time/total_seconds``, where a job does not log
-    it (SB3's PPO), is the running sum of ``time/iteration_seconds``."""
+    """Each row's ``key`` (NaN where missing); ``time/total_seconds``, where a trial's rows lack
+    it (SB3 rows from before its job logged it), is the running sum of ``time/iteration_seconds``."""
     if key == "time/total_seconds" and not any(key in r for r in trial.rows):
         return list(np.cumsum([r.get("time/iteration_seconds", math.nan) for r in trial.rows]))
     return [float(r.get(key, math.nan)) for r in trial.rows]
