@@ -102,6 +102,9 @@ def test_env_steps_and_seconds_by_hand():
                 {"time/total_env_steps": 128.0, "time/iteration_seconds": 2.0}]
     assert total_env_steps(sb3_rows, 1) == 128 and wall_seconds(sb3_rows) == 3.0
     assert math.isnan(total_env_steps([], 4))
+    reported_every_100 = [{"time/iteration_seconds": 0.1, "time/total_seconds": 10.0, "time/total_env_steps": 3200.0},
+                          {"time/iteration_seconds": 0.1, "time/total_seconds": 20.0, "time/total_env_steps": 6400.0}]
+    assert wall_seconds(reported_every_100) == 20.0 and total_env_steps(reported_every_100, 4) == 6400.0
 
 
 def test_a_sweep_trial_still_running_is_counted_as_unfinished():
@@ -208,8 +211,9 @@ def test_a_sweep_trial_directory_is_found_and_scored(tmp_path):
     trainer = Trainer(cfg)
     trial = tmp_path / "out" / "ray" / "spec" / "sb3-ppo_Pendulum-v1_seed0_abc_00000"
     reports = []
-    for k in (0, 1):
-        reports.append({"training_iteration": k + 1, **trainer.step()})
+    for k in (0, 1):  # rows as sb3-ppo wrote them before it logged time/total_seconds: seconds are summed
+        row = {key: v for key, v in trainer.step().items() if key != "time/total_seconds"}
+        reports.append({"training_iteration": k + 1, **row})
         trainer.save(trial / f"checkpoint_00000{k}" / "checkpoint.pt")
     reports.insert(1, {**reports[0], "time/iteration_seconds": 99.0})  # reported twice (a resume): the last counts
     (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in reports))

@@ -106,8 +106,9 @@ def find_runs(paths: list[str | Path]) -> list[RunRecord]:
 
 
 def total_env_steps(rows: list[dict[str, Any]], particles: int) -> float:
-    """Env steps of the whole run: ``time/total_env_steps`` of the last row (SB3 runs), else the
-    sum over iterations of ``time/steps_per_particle`` times the particles (steinrl's RL runs)."""
+    """Env steps of the whole run: ``time/total_env_steps`` of the last row (every run that logs
+    it), else the sum over iterations of ``time/steps_per_particle`` times the particles (runs
+    from before steinrl's RL jobs logged the total)."""
     if rows and isinstance(rows[-1].get("time/total_env_steps"), (int, float)):
         return float(rows[-1]["time/total_env_steps"])
     per = [r["time/steps_per_particle"] for r in rows if isinstance(r.get("time/steps_per_particle"), (int, float))]
@@ -115,7 +116,11 @@ def total_env_steps(rows: list[dict[str, Any]], particles: int) -> float:
 
 
 def wall_seconds(rows: list[dict[str, Any]]) -> float:
-    """Seconds of the run's training iterations: the sum of ``time/iteration_seconds``."""
+    """Seconds of the run's training iterations: ``time/total_seconds`` of the last row where the
+    run logs it (a sweep trial with ``run.report_every`` > 1 reports one iteration in several),
+    else the sum of ``time/iteration_seconds``."""
+    if rows and isinstance(rows[-1].get("time/total_seconds"), (int, float)):
+        return float(rows[-1]["time/total_seconds"])
     return float(sum(r["time/iteration_seconds"] for r in rows
                      if isinstance(r.get("time/iteration_seconds"), (int, float))))
 
