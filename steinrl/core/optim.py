@@ -111,11 +111,15 @@ def inverse_time_lr(lr: float, decay: float, step: int) -> float:
     return lr / (1.0 + decay * step)
 
 
-def adam(params: Iterable[Tensor] | Iterable[dict[str, Any]], **kwargs: Any) -> torch.optim.Adam:
+def adam(params: Iterable[Tensor] | Iterable[dict[str, Any]], eps: float | None = None,
+         **kwargs: Any) -> torch.optim.Adam:
     """``torch.optim.Adam`` with its fused implementation where this torch has one for the
     parameters' device (CPU: torch >= 2.4): one kernel for every parameter instead of a dozen
-    ops each, the same update to float rounding (several times faster on small networks)."""
+    ops each, the same update to float rounding (several times faster on small networks).
+    ``eps`` None: torch's default (1e-8)."""
     params = list(params)
+    if eps is not None:
+        kwargs["eps"] = eps
     try:
         return torch.optim.Adam(params, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):  # no fused kernel for this device or dtype

@@ -102,8 +102,7 @@ class SVPGAgent:
                                 self.policy.kernel_parameters() + self.prior.particle_parameters(), groups=G,
                                 **cfg.update)
         own = self.policy.head.own_parameters()
-        eps = {} if cfg.update.optimizer_eps is None else {"eps": cfg.update.optimizer_eps}
-        self.own_opt = adam(own, lr=cfg.update.lr, **eps) if own else None
+        self.own_opt = adam(own, lr=cfg.update.lr, eps=cfg.update.optimizer_eps) if own else None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
         self.critic: Critic | None = None
         if self.estimator.uses_critic:

@@ -130,7 +130,7 @@ class ValueEnsemble(Critic):
         self.joint, self.vf_coef, self.clip_range_vf = bool(joint), float(vf_coef), clip_range_vf
         self.register_buffer("target_mean", torch.zeros(num_particles, 1))
         self.register_buffer("target_std", torch.ones(num_particles, 1))
-        self.optimizer = adam(self.net.parameters(), lr=lr, **({} if eps is None else {"eps": eps}))
+        self.optimizer = adam(self.net.parameters(), lr=lr, eps=eps)
 
     def forward(self, obs: Tensor) -> Tensor:
         """Values ``(M, B)`` in return units for raw observations ``(M, B, obs_dim)``."""

@@ -62,13 +62,12 @@ class PolicyHead(nn.Module):
         return None
 
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
-        """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action;
-        ``scale=None``: the noise is :meth:`scaled_noise` already."""
+        """Actions from outputs ``out (..., out_dim)``; ``noise=None`` gives the deterministic action."""
         raise NotImplementedError
 
     def scaled_noise(self, noise: Tensor, scale: Tensor | None) -> Tensor:
         """``noise`` ``(T, M, E, out_dim)`` with :meth:`scale` applied, once for a whole batch
-        (then each step's :meth:`sample` takes ``scale=None``)."""
+        (the rollout adds it to the output layer's bias: the noise is additive for every head)."""
         return noise
 
     def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -125,7 +124,7 @@ class GaussianHead(PolicyHead):
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
         if noise is None:
             return out
-        return out + noise if scale is None else out + scale * noise
+        return out + scale * noise
 
     def scaled_noise(self, noise: Tensor, scale: Tensor | None) -> Tensor:
         return noise * scale  # (T, M, E, A) * (M, 1, A)
