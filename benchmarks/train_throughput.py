@@ -29,6 +29,11 @@ ours_paper=<steps/s> sb3_a2c=<steps/s> env=<steps/s> ratio_vs_sb3=<fast/sb3>
 fast_fraction_of_env=<fast/env> paper_fraction_of_env=<paper/env> peak_rss_mb=<m>
 fast_1000_its_s=<s> paper_1000_its_s=<s>``.
 
+``--set KEY=VALUE`` (repeatable) overrides steinrl's config in (a), (b) and (f), e.g.
+``--set critic.overlap=true`` (the critic's regression on a second thread beside the policy
+update; (e)'s "policy update" is then the update's time less the critic's own, so less than
+the policy update by what the overlap hides).
+
 ``--clock cpu`` times everything in this process's CPU seconds instead of wall seconds: on
 a shared machine (other processes on the cores), the steadier figure to compare runs by.
 
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -57,11 +63,13 @@ from steinrl.run.trainer import Trainer  # noqa: E402
 ENV = "CartpoleSwingUp"
 #: what every figure is timed by (``--clock``)
 clock = time.perf_counter
+#: config overrides of (a), (b) and (f) (``--set``)
+OVERRIDES: dict[str, object] = {}
 
 
 def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[str, float], int]:
     """Steps/s of paper-scale iterations, ms per iteration of each part, and the env count."""
-    cfg = load_config(algo, ENV, {"iterations": iterations + 1}, preset=preset)
+    cfg = load_config(algo, ENV, {**OVERRIDES, "iterations": iterations + 1}, preset=preset)
     trainer = Trainer(cfg)
     agent, sampler = trainer.job.agent, trainer.job.sampler
     parts = dict.fromkeys(("rollout", "advantages", "policy update", "critic", "whole iteration"), 0.0)
@@ -94,7 +102,7 @@ def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[st
 def run_seconds(algo: str, preset: str | None, window: int, iterations: int = 1000) -> float:
     """Seconds of an ``iterations``-iteration run, extrapolated from ``window`` whole
     iterations (``Trainer.step``) after one warm-up iteration."""
-    trainer = Trainer(load_config(algo, ENV, {"iterations": iterations}, preset=preset))
+    trainer = Trainer(load_config(algo, ENV, {**OVERRIDES, "iterations": iterations}, preset=preset))
     trainer.step()
     t0 = clock()
     for _ in range(window):
@@ -177,7 +185,14 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=12, help="--profile: ops per part")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="time by wall seconds, or by this process's CPU seconds (steadier on a shared machine)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override of steinrl's runs (repeatable), e.g. critic.overlap=true")
     args = p.parse_args()
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--set {item!r}: expected KEY=VALUE")
+        OVERRIDES[key] = yaml.safe_load(value)
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if min(args.iterations, args.window, args.rows) < 1:
@@ -189,7 +204,7 @@ def main() -> None:
             profile_parts(args.algo, preset, args.rows)
         return
     print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration; "
-          f"{args.clock} clock")
+          f"{args.clock} clock" + "".join(f"; {k}={v}" for k, v in OVERRIDES.items()))
     fast, fast_parts, fast_envs = ours(args.algo, "fast", args.iterations)
     print(f"(a) fast preset (continuing, {fast_envs} envs): {fast:,.0f} env steps/s")
     paper, paper_parts, paper_envs = ours(args.algo, None, args.iterations)

@@ -16,7 +16,9 @@ One iteration, :meth:`SVPGAgent.collect` then :meth:`SVPGAgent.update`:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import Any
 
 import gymnasium as gym
@@ -39,6 +41,12 @@ from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
 
 __all__ = ["SVPGAgent", "NonFiniteError", "FiniteFlags", "iteration_seed", "build_policy"]
+
+
+@cache
+def _overlap_pool() -> ThreadPoolExecutor:
+    """The one worker thread that runs critics' regressions beside the policy updates (``critic.overlap``)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steinrl-critic")
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
@@ -168,20 +176,34 @@ class SVPGAgent:
         steps: list[dict[str, Any]] = []
         with torch.no_grad():  # the observations normalised once, not in every step's forwards
             samples["obs"] = self.policy.obs_norm(samples["obs"])
-        with self.policy.obs_norm.bypassed():
-            for epoch in range(self.estimator.epochs):
-                last = epoch == self.estimator.epochs - 1  # the logged pass
-                steps = [self._particle_step(part, iteration, last) for part in self._minibatches(samples, generators)]
+        # 5. A critic fitted on its own regresses its targets on the same samples: prepared
+        #    now (it reads the observation normaliser), its steps after the policy's or, with
+        #    critic.overlap, beside them on a second thread (the same numbers).
+        fit = self._critic_fit(data, iteration)
+        running = _overlap_pool().submit(fit) if fit is not None and getattr(self.critic, "overlap", False) else None
+        try:
+            with self.policy.obs_norm.bypassed():
+                for epoch in range(self.estimator.epochs):
+                    last = epoch == self.estimator.epochs - 1  # the logged pass
+                    steps = [self._particle_step(part, iteration, last)
+                             for part in self._minibatches(samples, generators)]
+        finally:  # the critic is never left mid-fit (a checkpoint after an interrupt reads it)
+            critic_loss = running.result() if running is not None else None
         mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("svgd", "log_prior")}
-        # 5. A critic fitted on its own regresses its targets on the same samples.
         value_loss = mean.pop("value_loss", None)
-        if self.critic is not None and not self._joint_critic():
-            critic_seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
-            value_loss = self.critic.fit(data, critic_seeds[0] if len(critic_seeds) == 1 else critic_seeds)
+        if fit is not None:
+            value_loss = critic_loss if running is not None else fit()
             self.finite.add("value loss", value_loss)
         return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
                            entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
                            explained_variance=est.explained_variance, extra=mean)
+
+    def _critic_fit(self, data: Samples, iteration: int) -> Callable[[], Tensor] | None:
+        """The critic's regression on ``data`` (:meth:`Critic.prepare_fit`), None if it has none of its own."""
+        if self.critic is None or self._joint_critic():
+            return None
+        seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
+        return self.critic.prepare_fit(data, seeds[0] if len(seeds) == 1 else seeds)
 
     def _joint_critic(self) -> bool:
         """The critic is fitted in the particle updates' steps (``critic.joint``)."""

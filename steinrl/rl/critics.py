@@ -52,6 +52,13 @@ class Critic(nn.Module):
         (mean squared error, return units). ``seed``: one per group of particles (seeds in one batch)."""
         raise NotImplementedError
 
+    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
+        """:meth:`fit` in two parts: what reads state shared with the policy (the observation
+        normaliser) is done now; the returned call does the rest and returns the value loss.
+        The call touches only the critic's own parameters and optimizer, so it may run on
+        another thread while the policy updates (``critic.overlap``)."""
+        return partial(self.fit, samples, seed)
+
     def extra_state(self) -> dict:
         """State beyond ``state_dict`` (e.g. an optimizer's) for checkpoints."""
         return {}
@@ -116,13 +123,18 @@ class ValueEnsemble(Critic):
                "the units of the (scaled) returns); null: no value clipping.", check=_nullable_positive),
         Option("eps", (float, None), None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO "
                "uses 1e-5).", check=_nullable_positive),
+        Option("overlap", bool, False,
+               "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
+               "numbers: each touches only its own parameters); pays where two cores are free to the run."),
     )
 
     def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
                  generator: torch.Generator | None = None, hidden: Sequence[int] = (32, 32), lr: float = 3e-3,
                  steps: int = 10, minibatch: int = 1024, init: str = "glorot", joint: bool = False,
-                 vf_coef: float = 0.5, clip_range_vf: float | None = None, eps: float | None = None):
+                 vf_coef: float = 0.5, clip_range_vf: float | None = None, eps: float | None = None,
+                 overlap: bool = False):
         super().__init__()
+        self.overlap = bool(overlap)
         self.net = EnsembleMLP(num_particles, obs_dim, list(hidden), 1, activation=activation,
                                layer="gaussian", output_gain=1.0, init=init, generator=generator)
         object.__setattr__(self, "obs_norm", obs_norm)  # the policy's: used, not owned (no submodule)
@@ -176,7 +188,15 @@ class ValueEnsemble(Critic):
         :return: ``(M,)`` each particle's mean squared error over the regression steps, in
             return units (their mean is the value loss, as SB3 logs it).
         """
-        x, z, weight, std = self._regression_data(samples, seed)
+        return self.prepare_fit(samples, seed)()
+
+    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
+        """The normalised inputs, standardised targets and drawn columns now; the Adam steps
+        in the returned call (:meth:`Critic.prepare_fit`)."""
+        return partial(self._regress, *self._regression_data(samples, seed))
+
+    def _regress(self, x: Tensor, z: Tensor, weight: Tensor, std: Tensor) -> Tensor:
+        """The ``steps`` Adam steps on :meth:`_regression_data`'s tensors; the value loss ``(M,)``."""
         regression = _Regression(self.net, x.shape[-1])
         total = torch.zeros(x.shape[1], dtype=torch.float32, device=x.device)
         for s in range(self.steps):
