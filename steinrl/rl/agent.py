@@ -17,7 +17,7 @@ One iteration, :meth:`SVPGAgent.collect` then :meth:`SVPGAgent.update`:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from functools import cache
 from typing import Any
 
@@ -188,11 +188,12 @@ class SVPGAgent:
                     steps = [self._particle_step(part, iteration, last)
                              for part in self._minibatches(samples, generators)]
         finally:  # the critic is never left mid-fit (a checkpoint after an interrupt reads it)
-            critic_loss = running.result() if running is not None else None
+            if running is not None:
+                wait([running])
         mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("svgd", "log_prior")}
         value_loss = mean.pop("value_loss", None)
         if fit is not None:
-            value_loss = critic_loss if running is not None else fit()
+            value_loss = running.result() if running is not None else fit()
             self.finite.add("value loss", value_loss)
         return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
                            entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
