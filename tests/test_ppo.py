@@ -305,6 +305,45 @@ def test_time_limit_truncation_bootstraps_from_the_final_observation():
     assert not torch.allclose(adv[ends], (batch.rewards.double() - values[:-1])[ends])  # not treated as terminal
 
 
+@pytest.mark.parametrize("when", ["after-update", "before-update"])
+def test_ppo_old_log_probabilities_are_the_sampling_policys(when):
+    """With normalize_obs (default ``policy.obs_stats_update: after-update``, as SB3's VecNormalize)
+    the update's old log-probabilities are those of the policy that acted: the first rollout
+    acts on observations normalised by the initial statistics (mean 0, var 1: only the clip at
+    10), and its batch enters the statistics after the update. The other order re-normalises
+    the batch with statistics that include it, so the old log-probabilities are not the
+    sampling policy's (on Hopper-v5 the first batch then lay ~40 std from the policy and the
+    PPO ratio overflowed)."""
+    cfg = config("independent-ppo", "Pendulum-v1", **{**RECIPE, "particles": 2, "policy.obs_stats_update": when})
+    trainer = steinrl.Trainer(cfg)
+    agent = trainer.job.agent
+    batch = agent.collect(trainer.job.sampler, 0)
+    valid = batch.valid
+    assert float(agent.policy.obs_norm.count) == pytest.approx(1e-4 + (0 if when == "after-update" else valid.sum()))
+    # the sampling policy's log-density, by hand: N(mu(clip(obs, -10, 10)), std) per action dim
+    obs, actions = batch.obs[:-1][valid].double().clamp(-10, 10), batch.actions[valid].double()  # (n, d), (n, 1)
+    particle = torch.arange(2).view(1, 2, 1).expand_as(valid)[valid]
+    with torch.no_grad():
+        mu = torch.stack([agent.policy.net.particle_module(m)(obs.float()).double() for m in range(2)])  # (2, n, 1)
+    std = agent.policy.head.log_std.detach().double().exp()  # (2, 1)
+    z = (actions - mu[particle, torch.arange(len(particle))]) / std[particle]
+    want = (-0.5 * z.square() - std[particle].log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+    seen = []
+    surrogate = agent.estimator.surrogate
+    agent.estimator.surrogate = lambda log_prob, old, *rest: seen.append(old) or surrogate(log_prob, old, *rest)
+    agent.update(batch, 0)
+    got = torch.cat([seen[0][m][torch.isfinite(seen[0][m])] for m in range(2)]).double()  # one minibatch's
+    # each old log-probability of the first minibatch is one of the sampling policy's, to float rounding
+    closest = (got[:, None] - want[None, :]).abs().min(1).values
+    if when == "after-update":
+        assert closest.max() < 1e-4
+        batch_obs = batch.obs[:-1][valid].double()
+        torch.testing.assert_close(agent.policy.obs_norm.mean, batch_obs.mean(0), rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(agent.policy.obs_norm.var, batch_obs.var(0, unbiased=False), rtol=1e-3, atol=1e-4)
+    else:
+        assert closest.max() > 1e-2
+
+
 # --- one update against SB3's loss ------------------------------------------------------------
 def _sb3_reference(agent, samples, parts, lr, ent_coef, vf_coef, max_grad_norm, clip):
     """SB3's PPO.train minibatch loop on plain torch modules copied from particle 0."""

@@ -218,13 +218,13 @@ def test_critic_overlap_changes_no_number():
     """``critic.overlap``: the critic's regression on a second thread, beside the policy's
     update, gives every logged metric of the reference recorded before the option existed,
     and the same critic and policy weights as the regression after the update."""
-    from data.make_ppo_update_reference import PATH
+    from data.make_ppo_update_reference import PATH, SEMANTICS
 
     case = next(c for c in json.loads(PATH.read_text())["cases"] if c["algo"] == "svgd-a2c")
     torch.set_num_threads(2)
     trainers = {}
     for overlap in (False, True):
-        cfg = steinrl.load_config(case["algo"], case["env"], {**case["overrides"], "run.progress": False,
+        cfg = steinrl.load_config(case["algo"], case["env"], {**case["overrides"], **SEMANTICS, "run.progress": False,
                                                               "critic.overlap": overlap})
         trainers[overlap] = trainer = steinrl.Trainer(cfg)
         rows = [trainer.step() for _ in range(3)]

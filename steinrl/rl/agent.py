@@ -112,6 +112,8 @@ class SVPGAgent:
         own = self.policy.head.own_parameters()
         self.own_opt = adam(own, lr=cfg.update.lr, eps=cfg.update.optimizer_eps) if own else None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
+        #: policy.obs_stats_update: a batch's observations enter the statistics after its update
+        self._obs_stats_after_update = cfg.policy.obs_stats_update == "after-update"
         self.critic: Critic | None = None
         if self.estimator.uses_critic:
             critics = [self._build_critic(g, M) for g in inits]
@@ -150,7 +152,8 @@ class SVPGAgent:
             if sampler.action_finite is not None:  # a device task's actions, flagged by the sampler
                 self.finite.add("action", sampler.action_finite)
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
-        policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
+        if not self._obs_stats_after_update:
+            policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return batch
 
     # --- update -------------------------------------------------------------------
@@ -195,6 +198,8 @@ class SVPGAgent:
         if fit is not None:
             value_loss = running.result() if running is not None else fit()
             self.finite.add("value loss", value_loss)
+        if self._obs_stats_after_update:  # the next rollout acts on statistics that include this batch
+            self.policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
         return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
                            entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
                            explained_variance=est.explained_variance, extra=mean)

@@ -40,6 +40,12 @@ POLICY_OPTIONS: tuple[Option, ...] = (
            "(gain sqrt 2 hidden, output_gain output, bias 0: PPO's, with output_gain 0.01), or torch (nn.Linear's "
            "default, U(+-1/sqrt(in)) for W and b: SB3 with ortho_init false).", choices=INITS),
     Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
+    Option("obs_stats_update", str, "after-update", "With normalize_obs, when a batch's observations enter the "
+           "running statistics: after-update (SB3's VecNormalize: the update sees the observations as the rollout "
+           "normalised them, so PPO's old log-probabilities are the sampling policy's) or before-update (steinrl "
+           "up to 0.3's MuJoCo study: the update normalises with statistics that include its own batch; the first "
+           "batch, acted on unnormalised observations, can then lie tens of std from the policy and overflow "
+           "PPO's ratio).", choices=("after-update", "before-update")),
 )
 
 
