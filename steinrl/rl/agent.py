@@ -153,8 +153,12 @@ class SVPGAgent:
                 self.finite.add("action", sampler.action_finite)
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)
         if not self._obs_stats_after_update:
-            policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
+            self._fold_obs_stats(batch)
         return batch
+
+    def _fold_obs_stats(self, batch: Batch) -> None:
+        """The batch's valid observations ``(T, M, E, obs_dim)`` into the running statistics."""
+        self.policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
 
     # --- update -------------------------------------------------------------------
     def update(self, batch: Batch, iteration: int, progress: float | None = None) -> UpdateStats:
@@ -199,7 +203,7 @@ class SVPGAgent:
             value_loss = running.result() if running is not None else fit()
             self.finite.add("value loss", value_loss)
         if self._obs_stats_after_update:  # the next rollout acts on statistics that include this batch
-            self.policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
+            self._fold_obs_stats(batch)
         return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"],
                            entropy=mean.pop("entropy"), svgd=steps[-1]["svgd"], value_loss=value_loss,
                            explained_variance=est.explained_variance, extra=mean)
