@@ -76,7 +76,8 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
     Option("compile", bool, False,
            "torch backend: run each rollout step (policy forward, sampling, env step, autoreset, buffer writes) as "
            "one torch.compile(fullgraph=True) graph (on CUDA in mode reduce-overhead: a CUDA graph). Off by "
-           "default: on CPU it does not pay (docs/gpu.md); not measured on a GPU yet."),
+           "default: it does not pay on CPU, nor yet on a GPU (an H200: torch skips the CUDA graph because the step "
+           "writes its buffers in place; docs/gpu.md)."),
     Option("vectorization", str, "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env; envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; "
            "auto: envpool where it is installed and runs the id, else sync). Our tasks always use their numpy "
