@@ -223,3 +223,31 @@ def test_a_sweep_trial_directory_is_found_and_scored(tmp_path):
     assert rows["total_env_steps"] == 128
     assert rows["wall_s"] == pytest.approx(99.0 + reports[2]["time/iteration_seconds"])
     trainer.close()
+
+
+def test_two_sweeps_of_one_algorithm_with_different_settings_are_not_pooled(tmp_path):
+    """Trials of the same env and algo whose spec ``config`` differs (here the SB3 discount,
+    and a key one sweep sets and the other leaves at its default) get their own rows: the
+    differing values are named in ``params``, the shared ones (total steps) are not."""
+    import json
+
+    from steinrl.run.trainer import Trainer
+    from steinrl.sb3.compare import compare_runs, summary_table
+
+    cfg = load_config("sb3-ppo", "Pendulum-v1", {"sb3.timesteps": 64, "sb3.n_steps": 64, "sb3.horizon": 20})
+    trainer = Trainer(cfg)
+    row = {"training_iteration": 1, **trainer.step()}
+    configs = {"a": {"sb3.timesteps": 64, "sb3.gamma": 0.9},
+               "b": {"sb3.timesteps": 64, "sb3.gamma": 0.99, "sb3.ent_coef": 0.01}}
+    for sweep, overrides in configs.items():
+        trial = tmp_path / sweep / "ray" / sweep / "sb3-ppo_Pendulum-v1_seed0_abc_00000"
+        trainer.save(trial / "checkpoint_000000" / "checkpoint.pt")
+        (trial / "result.json").write_text(json.dumps(row) + "\n")
+        (trial / "params.json").write_text(json.dumps({"trial": {"algo": "sb3-ppo", "params": {},
+                                                                 "overrides": overrides}}))
+    trainer.close()
+    rows = compare_runs([tmp_path / "a", tmp_path / "b"], episodes=1)
+    assert sorted(r["params"] for r in rows) == ["sb3.ent_coef=0.01 sb3.gamma=0.99",
+                                                 "sb3.ent_coef=default sb3.gamma=0.9"]
+    table = summary_table(rows)
+    assert table.count("| Pendulum-v1 | sb3-ppo |") == 2 and "sb3.timesteps" not in table

@@ -30,30 +30,60 @@ COLUMNS = ["env", "algo", "params", "seed", "policy", "eval_mean", "eval_std", "
            "wall_s", "iterations", "finished", "particle", "selection_env_steps", "run"]
 
 
-def _params(record: RunRecord) -> str:
-    """A sweep trial's grid / search values (``key=value`` joined by spaces), from Ray's ``params.json``."""
+def _trial(record: RunRecord) -> dict[str, Any]:
+    """A sweep trial's description from Ray's ``params.json`` (empty for a plain run directory)."""
     path = record.path / "params.json"
     if not path.is_file():
-        return ""
+        return {}
     try:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, OSError):
-        return ""
-    values = {**(data.get("trial", {}).get("params") or {}), **(data.get("search") or {})}
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _params(trial: dict[str, Any]) -> dict[str, Any]:
+    """A sweep trial's grid / search values."""
+    return {**(trial.get("trial", {}).get("params") or {}), **(trial.get("search") or {})}
+
+
+def _label(values: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in values.items())
 
 
+def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[str, Any]]) -> None:
+    """Add to each row's ``params`` the spec ``config`` values (a trial's overrides) that differ
+    between the compared trials of its env and algo (a key a trial lacks reads ``default``), so
+    that two sweeps of one algorithm with different settings are told apart, not pooled."""
+    by_task: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        by_task.setdefault((row["env"], row["algo"]), []).append(i)
+    for members in by_task.values():
+        keys = sorted({k for i in members for k in overrides[i]})
+        differing = [k for k in keys if len({repr(overrides[i].get(k, "default")) for i in members}) > 1]
+        for i in members:
+            extra = _label({k: overrides[i].get(k, "default") for k in differing})
+            rows[i]["params"] = " ".join(part for part in (rows[i]["params"], extra) if part)
+
+
 def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, Any]]:
-    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`)."""
+    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`).
+
+    ``params`` names a sweep trial's grid / search values and the spec ``config`` values that
+    differ between the compared trials of the same env and algo."""
     records = find_runs(list(paths))
     if not records:
         raise ConfigError("no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under "
                           f"{', '.join(map(str, paths))}")
-    rows = []
+    rows, overrides = [], []
     for i, record in enumerate(records, 1):
         print(f"[{i}/{len(records)}] {record.path}", file=sys.stderr, flush=True)
-        params = _params(record)
-        rows += [{**row, "params": params} for row in evaluate_record(record, **options)]
+        trial = _trial(record)
+        params, config = _params(trial), trial.get("trial", {}).get("overrides") or {}
+        for row in evaluate_record(record, **options):
+            rows.append({**row, "params": _label(params)})
+            overrides.append({k: v for k, v in config.items() if k not in params})
+    _name_differing_overrides(rows, overrides)
     return rows
 
 
