@@ -251,3 +251,6 @@ def test_two_sweeps_of_one_algorithm_with_different_settings_are_not_pooled(tmp_
                                                  "sb3.ent_coef=default sb3.gamma=0.9"]
     table = summary_table(rows)
     assert table.count("| Pendulum-v1 | sb3-ppo |") == 2 and "sb3.timesteps" not in table
+    for trial in (tmp_path / "a").glob("ray/*/*"):  # a params.json steinrl sweep did not write: scored unnamed
+        (trial / "params.json").write_text(json.dumps({"trial": ["not", "a", "dict"]}))
+    assert [r["params"] for r in compare_runs([tmp_path / "a"], episodes=1)] == [""]

@@ -39,7 +39,9 @@ def _trial(record: RunRecord) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, OSError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict) or not isinstance(data.get("trial", {}), dict):
+        return {}  # not what steinrl sweep writes: the run is scored without its sweep values
+    return data
 
 
 def _params(trial: dict[str, Any]) -> dict[str, Any]:
@@ -80,6 +82,7 @@ def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, 
         print(f"[{i}/{len(records)}] {record.path}", file=sys.stderr, flush=True)
         trial = _trial(record)
         params, config = _params(trial), trial.get("trial", {}).get("overrides") or {}
+        config = config if isinstance(config, dict) else {}
         for row in evaluate_record(record, **options):
             rows.append({**row, "params": _label(params)})
             overrides.append({k: v for k, v in config.items() if k not in params})
