@@ -40,6 +40,8 @@ GOOD = "algos: [svgd-a2c]\nenvs: [Cartpole]\nseeds: 2\niterations: 3\n"
     ("grid: {seed: [1, 2]}\n", ["grid", "'seed'"]),
     ("config: {algo: svgd-a2c}\n", ["config", "'algo'"]),
     ("per_algo: {kron-a2c: {temperature: 5}}\n", ["per_algo", "kron-a2c"]),
+    ("per_env: {Hopper-v5: {temperature: 5}}\n", ["per_env", "Hopper-v5", "Cartpole"]),
+    ("per_env: {Cartpole: {seed: 5}}\n", ["per_env.Cartpole", "'seed'"]),
     ("resources: {cpu: 0}\n", ["resources"]),
     ("resources: {cpus: 1}\n", ["resources"]),
     ("checkpoint_every: 0\n", ["checkpoint_every", ">= 1"]),
@@ -106,6 +108,18 @@ def test_trials_are_the_product_with_per_algo_and_grid_overrides(tmp_path):
     assert (cfg.temperature, cfg.seed, cfg.iterations, cfg.particles, cfg.layer.K) == (7.0, 7, 4, 2, 0)
     assert cfg.rollout.sampling == "continuing"  # the preset
     assert sweep.trial_config(trials[0]).temperature == 5.0
+
+
+def test_per_env_keys_apply_to_their_task_and_per_algo_comes_after_them(tmp_path):
+    spec = sweep.load_spec(write_spec(tmp_path, (
+        "algos: [svgd-a2c, s2vgd-a2c]\nenvs: [Cartpole, CartpoleSwingUp]\nseeds: 1\niterations: 4\n"
+        "config: {temperature: 5, particles: 2}\n"
+        "per_env: {CartpoleSwingUp: {temperature: 9, max_seconds: 30}}\n"
+        "per_algo: {s2vgd-a2c: {temperature: 7}}\n")))
+    configs = {(t["env"], t["algo"]): sweep.trial_config(t) for t in sweep.make_trials(spec)}
+    assert {k: (c.temperature, c.max_seconds) for k, c in configs.items()} == {
+        ("Cartpole", "svgd-a2c"): (5.0, None), ("Cartpole", "s2vgd-a2c"): (7.0, None),
+        ("CartpoleSwingUp", "svgd-a2c"): (9.0, 30.0), ("CartpoleSwingUp", "s2vgd-a2c"): (7.0, 30.0)}
 
 
 def test_sweep_without_ray_says_what_to_install(monkeypatch, capsys):

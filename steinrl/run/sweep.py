@@ -35,11 +35,13 @@ __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "swe
 RAY_MISSING = 'steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"'
 CHECKPOINT_NAME = "checkpoint.pt"
 #: The spec's fields (docs/sweeps.md describes each).
-FIELDS = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_algo", "resources",
+FIELDS = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
+          "resources",
           "num_cpus", "max_concurrent", "checkpoint_every", "out", "search")
 #: The fields that define the trials: a sweep continues only with the same values.
-IDENTITY = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_algo", "search")
-#: Keys a spec sets through its own fields, not through config / grid / per_algo / search.
+IDENTITY = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
+            "search")
+#: Keys a spec sets through its own fields, not through config / grid / per_env / per_algo / search.
 RESERVED = ("algo", "env", "seed", "iterations", "rounds")
 DISTRIBUTIONS = ("loguniform", "uniform", "choice")
 #: Environment of a local Ray: no token auth, no dashboard, no usage stats, every log line, the table reporter.
@@ -90,6 +92,7 @@ class Spec:
     seeds: tuple[int, ...]
     config: dict[str, Any]
     grid: dict[str, list]
+    per_env: dict[str, dict[str, Any]]
     per_algo: dict[str, dict[str, Any]]
     resources: dict[str, float]
     search: Search | None
@@ -159,9 +162,12 @@ def load_spec(path: str | Path) -> Spec:
     grid = _keys(raw.get("grid"), "grid", where)
     for key, values in grid.items():
         _need(isinstance(values, list) and values, where, f"grid.{key}", "a non-empty list of values", values)
-    per_algo = raw.get("per_algo") or {}
-    _need(isinstance(per_algo, dict) and set(per_algo) <= set(jobs), where, "per_algo",
-          f"a mapping from algos ({', '.join(jobs)}) to config keys", per_algo)
+    per = {}
+    for field, allowed in (("per_env", names["envs"]), ("per_algo", tuple(jobs))):
+        value = raw.get(field) or {}
+        _need(isinstance(value, dict) and set(value) <= set(allowed), where, field,
+              f"a mapping from {field[4:]}s ({', '.join(allowed)}) to config keys", value)
+        per[field] = {name: _keys(keys, f"{field}.{name}", where) for name, keys in value.items()}
     resources = raw.get("resources") or {}
     resources = {"cpu": 1, **resources} if isinstance(resources, dict) else {"": resources}
     _need(set(resources) <= {"cpu", "gpu"} and all(isinstance(v, (int, float)) and v >= 0 for v in resources.values())
@@ -178,7 +184,7 @@ def load_spec(path: str | Path) -> Spec:
           "used with one algo, one env, one seed and no grid", f"{len(jobs)} algos, {len(names['envs'])} envs, "
           f"{len(seeds)} seeds" + (", a grid" if grid else ""))
     return Spec(path, raw, names["algos"], names["envs"], tuple(seeds), _keys(raw.get("config"), "config", where),
-                grid, {a: _keys(k, f"per_algo.{a}", where) for a, k in per_algo.items()}, resources, search)
+                grid, per["per_env"], per["per_algo"], resources, search)
 
 
 # --- trials -----------------------------------------------------------------------------
@@ -199,7 +205,8 @@ def make_trials(spec: Spec) -> list[dict[str, Any]]:
         for point in points:
             group = {"algo": algo, "env": env, "preset": spec.preset, "params": point,
                      "threads": max(1, math.floor(spec.resources["cpu"])),
-                     "overrides": {**spec.config, **spec.per_algo.get(algo, {}), **point, **length}}
+                     "overrides": {**spec.config, **spec.per_env.get(env, {}), **spec.per_algo.get(algo, {}), **point,
+                                   **length}}
             for probe in probes:
                 try:
                     trial_config({**group, "seed": spec.seeds[0]}, probe, str(spec.path))
