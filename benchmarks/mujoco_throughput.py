@@ -4,7 +4,7 @@
     python benchmarks/mujoco_throughput.py [--env HalfCheetah-v5] [--particles 16] [--envs-per-particle 4]
         [--iterations 3] [--sb3-steps 4096] [--algo svgd-ppo] [--async] [--raw-only]
 
-Measured in one process with one torch thread; the backends of (a), and (b) with (c), are
+Measured in one process with one torch thread (``--threads``); the backends of (a), and (b) with (c), are
 timed in alternating rounds, so that each side sees the same load on a shared machine:
 
 (a) raw: the vector env alone at the run's N = M x E envs, uniform random actions, for each
@@ -124,8 +124,9 @@ def main() -> None:
     p.add_argument("--async", dest="with_async", action="store_true",
                    help="time Gymnasium's AsyncVectorEnv (a process per env) in (a) too")
     p.add_argument("--raw-only", action="store_true", help="(a) only: no training, no summary line")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, for ours and SB3 alike")
     args = p.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     num_envs = args.particles * args.envs_per_particle
     load = os.getloadavg()[0]
     print(f"{args.env}: M = {args.particles} particles x E = {args.envs_per_particle} envs = {num_envs} envs; "

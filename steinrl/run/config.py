@@ -68,7 +68,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; Ray "
            "spends ~0.1 s on each result, so tasks of many short iterations report every 100 or so).",
            check=at_least_one),
-    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small, 1 is fastest).",
+    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small: 1 is "
+           "fastest on the papers' tasks; a MuJoCo PPO update gains from 2 on 2 cores, docs/benchmarks.md).",
            check=non_negative),
 )
 
