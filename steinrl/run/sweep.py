@@ -36,8 +36,7 @@ RAY_MISSING = 'steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"'
 CHECKPOINT_NAME = "checkpoint.pt"
 #: The spec's fields (docs/sweeps.md describes each).
 FIELDS = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
-          "resources",
-          "num_cpus", "max_concurrent", "checkpoint_every", "out", "search")
+          "resources", "num_cpus", "max_concurrent", "checkpoint_every", "out", "search")
 #: The fields that define the trials: a sweep continues only with the same values.
 IDENTITY = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
             "search")
