@@ -2,7 +2,7 @@
 """MuJoCo training throughput: steinrl's svgd-ppo (M particles x E envs) vs SB3's PPO vs raw env stepping.
 
     python benchmarks/mujoco_throughput.py [--env HalfCheetah-v5] [--particles 16] [--envs-per-particle 4]
-        [--iterations 3] [--sb3-steps 4096] [--algo svgd-ppo] [--async] [--raw-only]
+        [--iterations 3] [--sb3-steps 4096] [--algo svgd-ppo] [--async] [--raw-only] [--threads 1] [--device cpu]
 
 Measured in one process with one torch thread (``--threads``); the backends of (a), and (b) with (c), are
 timed in alternating rounds, so that each side sees the same load on a shared machine:
@@ -16,7 +16,8 @@ timed in alternating rounds, so that each side sees the same load on a shared ma
     64-sample minibatches, [64, 64] tanh networks, observation and reward normalisation), M
     particles x E envs, ``rollout.vectorization`` auto (EnvPool where installed). Env steps of
     all particles per second of wall time, rollout and update included, over ``--iterations``
-    rounds of one iteration, after one warm-up iteration;
+    rounds of one iteration, after one warm-up iteration; ``--device cuda`` puts its policy, critic and
+    update on the GPU (the MuJoCo envs stay on the host);
 (c) SB3: ``PPO("MlpPolicy", make_vec_env(env, n_envs=1))`` with SB3's defaults (n_steps 2048,
     n_epochs 10, batch_size 64; rl-zoo3's MuJoCo entries also use n_envs 1) on Gymnasium's own
     env: ``--sb3-steps`` env steps of ``learn`` a round (whole 2048-step rollouts and their
@@ -86,7 +87,8 @@ def training_rates(args: argparse.Namespace) -> tuple[dict[str, float | str], fl
     ours, then ``--sb3-steps`` env steps of SB3's ``learn``, so that both see the same load."""
     cfg = load_config(args.algo, args.env, {"particles": args.particles, "envs_per_particle": args.envs_per_particle,
                                             "batch_size": 2048, "iterations": args.iterations + 1,
-                                            "run.progress": False, "run.tensorboard": False}, preset="mujoco-ppo")
+                                            "run.progress": False, "run.tensorboard": False, "device": args.device},
+                      preset="mujoco-ppo")
     trainer = Trainer(cfg)
     backend = type(getattr(trainer.job, "envs", None)).__name__
     trainer.step()  # warm-up
@@ -125,12 +127,14 @@ def main() -> None:
                    help="time Gymnasium's AsyncVectorEnv (a process per env) in (a) too")
     p.add_argument("--raw-only", action="store_true", help="(a) only: no training, no summary line")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, for ours and SB3 alike")
+    p.add_argument("--device", default="cpu", help="ours on this torch device (SB3's PPO stays on the CPU, "
+                   "where SB3 recommends an MlpPolicy's PPO)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     num_envs = args.particles * args.envs_per_particle
     load = os.getloadavg()[0]
     print(f"{args.env}: M = {args.particles} particles x E = {args.envs_per_particle} envs = {num_envs} envs; "
-          f"load average {load:.1f} on {os.cpu_count()} cores")
+          f"load average {load:.1f} on {os.cpu_count()} cores; ours on {args.device}")
 
     modes = ["sync"] + (["async"] if args.with_async else []) + (
         ["envpool"] if envpool_installed() and envpool_supports(args.env) else [])
