@@ -53,10 +53,11 @@ from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
 from steinrl.core.ensemble import EnsembleMLP
+from steinrl.core.kernels import kernel_spec
 from steinrl.core.methods import METHODS
 from steinrl.core.optim import gradient_step
+from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.core.updates import make_update
 from steinrl.errors import ConfigError
 
 __all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
@@ -159,8 +160,10 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)
     params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
-    svgd = make_update(spec.update, params, lr=lr, optimizer=optimizer, bandwidth="s2vgd", kernel=kernel,
-                       optimizer_kwargs=opt_kwargs)
+    given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
+    section = {"kernel": kernel_spec({"bandwidth": "s2vgd", **given})} if spec.update == "stein" else {}
+    particles_opt = make_particle_optimizer(spec.update, params, section, lr=lr, optimizer=optimizer,
+                                            optimizer_kwargs=opt_kwargs)
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
             pred = net(x[idx]).squeeze(-1)  # M B
@@ -169,7 +172,7 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
             sq = (pred - y[idx]).square().sum(1, keepdim=True)  # M 1
             log_lik = (n / len(idx)) * (0.5 * len(idx) * (log_gamma - _LOG_2PI) - 0.5 * gamma * sq)
             log_target = (log_lik + log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
-            gradient_step(-log_target.sum(), [svgd])
+            particles_opt.step(log_target)
     model = nn.ModuleDict({"net": net, "prior": weight_prior})
     model.register_parameter("noise_coordinate", u_gamma)
     return model, lambda xs: (net(xs).squeeze(-1), (noise_scale * u_gamma).squeeze(1).exp())
@@ -210,7 +213,7 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
 def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidden: Sequence[int] = (50,),
                   particles: int = 20, epochs: int = 500, batch_size: int = 100, lr: float = 3e-3, seed: int = 0,
                   prior: str = "joint", a: float = 1.0, b: float = 0.1, optimizer: str = "adam",
-                  kernel: str = "rbf", activation: str = "relu", n_predict: int = 100,
+                  kernel: str | dict = "rbf", activation: str = "relu", n_predict: int = 100,
                   posterior_options: dict | None = None, noise_scale: float = 10.0) -> Regressor:
     """Fit a BNN regressor ``X (N, d) -> y (N,)``.
 
@@ -226,9 +229,11 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
     :param prior: ``"joint"`` (learned log λ_g per particle and group) or ``"invgamma"``
         (λ_g marginalised); particle methods only.
     :param a: Gamma shape of the hyper-priors on γ (and λ). :param b: their rate.
-    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of :class:`~steinrl.core.SVGD`).
-    :param kernel: the Stein kernel of a coupled particle method (``rbf``, ``imq``, see
-        :data:`steinrl.core.kernels.KERNELS`).
+    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of
+        :class:`~steinrl.core.ParticleOptimizer`).
+    :param kernel: the Stein kernel of a coupled particle method: a name (``rbf``, ``imq``) or
+        a mapping of name and parameters (:func:`steinrl.core.kernels.kernel_spec`); its
+        bandwidth rule is ``s2vgd`` unless the mapping names one.
     :param noise_scale: the optimised coordinate of the noise precision is u = log γ / noise_scale,
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,

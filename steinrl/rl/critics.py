@@ -14,23 +14,68 @@ A critic is plain regression, not part of θ and not moved by SVGD. Interface:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import NamedTuple
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import cache, partial
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import INITS, EnsembleMLP
+from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import adam, gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
+from steinrl.rl.value_regression import ValueRegression
 
-__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS"]
+__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit"]
 
 
-def _nullable_positive(value: float | None) -> str | None:
-    return None if value is None else positive(value)
+
+@cache
+def _overlap_pool() -> ThreadPoolExecutor:
+    """The one worker thread that runs critics' regressions beside the policy updates (``critic.overlap``)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steinrl-critic")
+
+
+class CriticFit:
+    """A critic's regression on an update's samples while the ``with`` block moves the policy.
+
+    Entering prepares the fit (:meth:`Critic.prepare_fit`: it reads the observation normaliser
+    the block may bypass) and, with ``critic.overlap``, starts it on a second thread; leaving
+    waits for it or runs it, then sets :attr:`value_loss` ``(M,)``. The critic is never left
+    mid-fit, also when the block raises (a checkpoint after an interrupt reads it).
+
+    :param critic: the critic, or None (no fit of its own: :attr:`value_loss` stays None).
+    :param samples: the update's compacted samples.
+    :param seed: one per group of particles (:meth:`Critic.fit`).
+    :param finite: flags the value loss's finiteness per particle (optional).
+    """
+
+    def __init__(self, critic: Critic | None, samples: Samples, seed: int | list[int],
+                 finite: FiniteFlags | None = None) -> None:
+        self.critic, self.samples, self.seed, self.finite = critic, samples, seed, finite
+        self.value_loss: Tensor | None = None
+        self._call: Callable[[], Tensor] | None = None
+        self._future: Future | None = None
+
+    def __enter__(self) -> CriticFit:
+        if self.critic is not None:
+            self._call = self.critic.prepare_fit(self.samples, self.seed)
+            if getattr(self.critic, "overlap", False):
+                self._future = _overlap_pool().submit(self._call)
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if self._future is not None:
+            wait([self._future])
+            if exc_type is None:
+                self.value_loss = self._future.result()
+        elif self._call is not None and exc_type is None:
+            self.value_loss = self._call()
+        if self.value_loss is not None and self.finite is not None:
+            self.finite.add("value loss", self.value_loss)
 
 
 class Critic(nn.Module):
@@ -120,9 +165,9 @@ class ValueEnsemble(Critic):
                check=positive),
         Option("clip_range_vf", (float, None), None,
                "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
-               "the units of the (scaled) returns); null: no value clipping.", check=_nullable_positive),
+               "the units of the (scaled) returns); null: no value clipping.", check=positive),
         Option("eps", (float, None), None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO "
-               "uses 1e-5).", check=_nullable_positive),
+               "uses 1e-5).", check=positive),
         Option("overlap", bool, False,
                "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
                "numbers: each touches only its own parameters); pays where two cores are free to the run."),
@@ -182,7 +227,7 @@ class ValueEnsemble(Critic):
         What the plain loop (per step: draw, gather, forward, masked mean squared error,
         autograd backward, Adam) computes, faster: the standardised targets and every step's
         columns gathered once, the mask folded into per-sample weights, and each step's
-        forward and backward by :class:`_Regression` (hand-written, into buffers reused
+        forward and backward by :class:`~steinrl.rl.value_regression.ValueRegression` (hand-written, into buffers reused
         across the steps).
 
         :return: ``(M,)`` each particle's mean squared error over the regression steps, in
@@ -197,7 +242,7 @@ class ValueEnsemble(Critic):
 
     def _regress(self, x: Tensor, z: Tensor, weight: Tensor, std: Tensor) -> Tensor:
         """The ``steps`` Adam steps on :meth:`_regression_data`'s tensors; the value loss ``(M,)``."""
-        regression = _Regression(self.net, x.shape[-1])
+        regression = ValueRegression(self.net, x.shape[-1])
         total = torch.zeros(x.shape[1], dtype=torch.float32, device=x.device)
         for s in range(self.steps):
             gradient_step(partial(regression.loss_and_gradients, x[s], z[s], weight[s], total), [self.optimizer])
@@ -241,84 +286,6 @@ class ValueEnsemble(Critic):
 
     def load_extra_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-
-
-class _Hidden(NamedTuple):
-    """How :class:`_Regression` computes a hidden activation: it stores u = forward(z_scale · z)
-    (in place), the layer's output is h = alpha u + beta, and dh/dz = scale · derivative(u)
-    (in place on u)."""
-
-    forward: Callable[[Tensor], Tensor]
-    z_scale: float
-    alpha: float
-    beta: float
-    derivative: Callable[[Tensor], Tensor] | None
-    scale: float
-
-
-#: tanh as u = sigmoid(2z), tanh z = 2u − 1 (torch's float32 tanh is several times slower on
-#: CPU, see steinrl.core.ensemble), 1 − tanh² z = 4 u (1 − u); relu's derivative 0 at 0 and
-#: elu's exp z = u + 1 below 0, as autograd's.
-_HIDDEN = {
-    "tanh": _Hidden(torch.sigmoid_, 2.0, 2.0, -1.0, lambda u: u.addcmul_(u, u, value=-1.0), 4.0),
-    "relu": _Hidden(torch.relu_, 1.0, 1.0, 0.0, Tensor.sign_, 1.0),
-    "elu": _Hidden(torch.nn.functional.elu_, 1.0, 1.0, 0.0, lambda u: u.clamp_(max=0.0).add_(1.0), 1.0),
-    "identity": _Hidden(lambda z: z, 1.0, 1.0, 0.0, None, 1.0),
-}
-
-
-class _Regression:
-    """The value regression's step on an :class:`EnsembleMLP` of dense layers, forward and
-    backward written out (what autograd computes, to float rounding) into buffers allocated
-    once for all the steps of a fit. Feature-major throughout: a layer's activations are
-    ``(M, features, n)``.
-
-    :param net: the value networks (``layer="gaussian"``: W ``(M, in, out)``, bias ``(M, out)``).
-    :param n: samples per particle of each step.
-    """
-
-    def __init__(self, net: EnsembleMLP, n: int):
-        self.layers = [(layer.W, layer.bias) for layer in net.layers]
-        self.act = _HIDDEN[net.activation]
-        M = net.num_particles
-        self.hidden = [w.new_empty(M, w.shape[2], n) for w, _ in self.layers[:-1]]  # each hidden layer's u
-        self.grad_in = [w.new_empty(M, w.shape[1], n) for w, _ in self.layers[1:]]  # dL/dz of a layer's input
-
-    def loss_and_gradients(self, x: Tensor, z: Tensor, weight: Tensor, total: Tensor) -> None:
-        """Adds each particle's weighted squared error of the net on inputs ``x`` ``(M, in, n)``
-        against ``z`` ``(M, 1, n)`` (weights ``(M, 1, n)``) to ``total`` ``(M,)``; puts its
-        gradients (of the sum over particles) in the parameters' ``grad``."""
-        act = self.act
-        with torch.no_grad():
-            h, alpha, beta = x, 1.0, 0.0  # the layer's input is alpha h + beta
-            for i, (W, b) in enumerate(self.layers):
-                hidden = i < len(self.hidden)
-                s = act.z_scale if hidden else 1.0
-                # s (W^T (alpha h + beta) + b): the constants go into the (small) weights
-                bias = (b + beta * W.sum(1) if beta else b) * s
-                h = torch.baddbmm(bias.unsqueeze(2), W.mT * (alpha * s), h, out=self.hidden[i] if hidden else None)
-                if hidden:
-                    act.forward(h)
-                    alpha, beta = act.alpha, act.beta
-            resid = h.sub_(z)  # (M, 1, n): prediction − target
-            half = resid * weight
-            total.add_((half * resid).sum((1, 2)))
-            self._backward(x, half.mul_(2.0))
-
-    def _backward(self, x: Tensor, g: Tensor) -> None:
-        """Gradients into ``p.grad`` from ``g`` ``(M, 1, n)``, dL/d(prediction)."""
-        act = self.act
-        for i in range(len(self.layers) - 1, -1, -1):
-            W, b = self.layers[i]
-            b.grad = g.sum(-1)
-            if i == 0:
-                W.grad = torch.bmm(x, g.mT)
-                return
-            u = self.hidden[i - 1]
-            W.grad = torch.baddbmm(b.grad.unsqueeze(1), u, g.mT, beta=act.beta, alpha=act.alpha)  # (alpha u + beta) g^T
-            g = torch.bmm(W * act.scale, g, out=self.grad_in[i - 1])
-            if act.derivative is not None:
-                g.mul_(act.derivative(u))
 
 
 class LinearBaseline(Critic):

@@ -20,8 +20,10 @@ import torch
 from torch import Tensor
 
 from steinrl import envs
+from steinrl.core.finite import FiniteFlags
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
+from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
@@ -29,7 +31,6 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import FiniteFlags
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
@@ -39,16 +40,7 @@ from steinrl.rl.tasks import DeviceTask, HostTask
 __all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs", "to_host"]
 
 
-def _nullable_non_negative(value: Any) -> str | None:
-    return None if value is None else non_negative(value)
 
-
-def _nullable_at_least_one(value: Any) -> str | None:
-    return None if value is None else at_least_one(value)
-
-
-def _nullable_positive(value: Any) -> str | None:
-    return None if value is None else positive(value)
 
 
 @dataclass
@@ -151,9 +143,9 @@ class PolicyGradientJob:
                "is set.", check=at_least_one),
         Option("total_steps", (int, None), None, "Stop once the run has taken this many env steps, all particles "
                "together (SB3's total_timesteps; the iteration that crosses it is completed); null: iterations "
-               "decide.", check=_nullable_at_least_one),
+               "decide.", check=at_least_one),
         Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
-               "(summed over resumes) past this many seconds; null: no limit.", check=_nullable_positive),
+               "(summed over resumes) past this many seconds; null: no limit.", check=positive),
         # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results.md#temperature-α).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
@@ -199,8 +191,8 @@ class PolicyGradientJob:
                       *options_of(PRIORS.get(prior_name)),
                       Option("weight", (float, None), None,
                              "Weight w of log p(theta) in the target J/alpha + w log p; null: 1 / (alpha * "
-                             "batch_size), one step's worth of tempered likelihood.", check=_nullable_non_negative)),
-            "update": options_of(UPDATES.get(m.update)),
+                             "batch_size), one step's worth of tempered likelihood.", check=non_negative)),
+            "update": OPTIMIZER_OPTIONS + options_of(UPDATES.get(m.update)),
             "estimator": options_of(est),
         }
         if est.uses_critic:
@@ -219,7 +211,8 @@ class PolicyGradientJob:
         sample = cls.sections(METHODS.names()[0], "a2c", {})
         rows += [("prior", "every prior", tuple(o for o in sample["prior"] if o.name in ("name", "weight")))]
         rows += [("prior", name, options_of(prior)) for name, prior in PRIORS.items()]
-        rows += [("update", name, options_of(update)) for name, update in UPDATES.items()][:1]
+        rows += [("update", "every particle update", OPTIMIZER_OPTIONS)]
+        rows += [("update", name, options_of(update)) for name, update in UPDATES.items() if options_of(update)]
         rows += [("estimator", name, options_of(est)) for name, est in ESTIMATORS.items()]
         rows += [("critic", "every critic", sample["critic"][:1])]
         rows += [("critic", name, options_of(critic)) for name, critic in CRITICS.items()]

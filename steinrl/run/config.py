@@ -39,6 +39,7 @@ import yaml
 
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
+from steinrl.run.legacy import check_moved, migrate_run_config
 
 __all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
            "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
@@ -136,13 +137,11 @@ def _items(raw: Mapping[str, Any], where: str) -> list[tuple[tuple[str, ...], An
         path = tuple(key.split("."))
         if len(path) > 2 or not all(path):
             raise ConfigError(f"config key {key!r} in {where} must be <key> or <section>.<key>")
-        if not isinstance(value, Mapping):
+        if not isinstance(value, Mapping) or len(path) == 2:  # a <section>.<key> may take a mapping (a kernel)
             out.append((path, value))
             continue
-        if len(path) != 1:
-            raise ConfigError(f"config key {key!r} in {where} takes a value, not a mapping")
         for sub, v in value.items():
-            if not isinstance(sub, str) or not sub or "." in sub or isinstance(v, Mapping):
+            if not isinstance(sub, str) or not sub or "." in sub:
                 raise ConfigError(f"section {key!r} in {where} must map keys to values, got {sub!r}: {v!r}")
             out.append(((key, sub), v))
     return out
@@ -194,6 +193,7 @@ def check_algo_env(algo: Any, env: Any) -> None:
 
 def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], where: str) -> tuple[str, Option]:
     """The (section, option) a key path names; bare keys are looked up in every section."""
+    check_moved(path, where)
     if len(path) == 1:
         (key,) = path
         if key == "name":  # which prior / critic: always say whose
@@ -265,7 +265,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
             else:
                 section, option = _locate(path, sections, where)
             key = f"{section}.{option.name}" if section else option.name
-            values[section][option.name] = coerce(option, value, key, where)
+            values[section][option.name] = coerce(option, value, key, where, values[section][option.name])
             assigned.add((section, option.name))
     check_algo_env(values[""]["algo"], values[""]["env"])
     if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
@@ -393,7 +393,7 @@ def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = 
 
 
 def read_run_config(path: str | Path) -> Config:
-    """Load a run directory's ``config.yaml`` (ignoring its ``_meta`` block)."""
+    """Load a run directory's ``config.yaml`` (``_meta`` ignored; earlier versions' keys migrated)."""
     data = load_yaml(path)
     data.pop("_meta", None)
-    return resolve([(data, str(path))])
+    return resolve([(migrate_run_config(data), str(path))])

@@ -316,7 +316,7 @@ class SVPG(BaseAlgorithm):
         self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/learning_rate", self.agent.svgd.optimizer.param_groups[0]["lr"])
+        self.logger.record("train/learning_rate", self.agent.optimizer.lr)
         if log_interval is not None and log_interval > 0 and self._n_updates % log_interval == 0:
             self.logger.dump(step=self.num_timesteps)
 
