@@ -464,3 +464,34 @@ def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone(tmp_path):
     row = single.step()
     for key in keys:
         assert row[key] == pytest.approx(rows[4][2][key], rel=1e-3, abs=1e-5, nan_ok=True), key
+
+
+# --- target_kl --------------------------------------------------------------------------------
+def test_target_kl_stops_at_the_first_minibatch_past_one_and_a_half_times_it(monkeypatch):
+    """SB3's early stop, on the mean over the particles: every minibatch that stepped had a mean
+    approx_kl at most 1.5 target_kl (the first, at the sampling policy, always steps), the one that
+    passed it took no step, and none after it did."""
+    target = 2e-4
+    trainer = steinrl.Trainer(config(**{"particles": 3, "estimator.minibatches": 4, "estimator.epochs": 10,
+                                        "estimator.target_kl": target, "update.lr": 3e-2}))
+    agent = trainer.job.agent
+    kls, steps = [], []
+    diagnostics, step = agent.estimator.diagnostics, agent.optimizer.step
+    monkeypatch.setattr(agent.estimator, "diagnostics",
+                        lambda *a: (d := diagnostics(*a)) and kls.append(float(d["approx_kl"].mean())) or d)
+    monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: steps.append(len(kls)) or step(*a, **k))
+    row = trainer.step()
+    assert 1 <= len(steps) < 40  # it stopped early
+    assert len(kls) == len(steps) + 1 and kls[-1] > 1.5 * target  # the minibatch that passed took no step
+    assert all(kl <= 1.5 * target for kl in kls[1:-1])
+    assert row["train/ppo_epochs"] == -(-len(steps) // 4)  # epochs that took a step
+
+
+def test_without_target_kl_every_epoch_runs_and_with_seeds_it_is_refused():
+    cfg = config(**{"estimator.minibatches": 2, "estimator.epochs": 3})
+    assert "train/ppo_epochs" not in steinrl.Trainer(cfg).step()
+    with pytest.raises(steinrl.ConfigError, match="target_kl"):
+        config(**{"estimator.target_kl": 0.0})
+    batch = config("svgd-ppo", "CartpoleSwingUp", **{"estimator.target_kl": 0.01, "rollout.sampling": "continuing"})
+    with pytest.raises(steinrl.ConfigError, match="seeds in one batch"):
+        steinrl.Trainer(batch, [0, 1])

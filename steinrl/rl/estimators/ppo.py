@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from steinrl.errors import ConfigError
 from steinrl.registry import at_least_one, non_negative, positive, setting
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.estimators.a2c import A2C, A2CSettings
@@ -62,6 +63,10 @@ class PPOSettings(A2CSettings):
         "(SB3's VecNormalize, Gymnasium's NormalizeReward); logged returns stay raw.")
     reward_clip: float = setting(10.0, "With scale_rewards: scaled rewards are clipped to [-reward_clip, "
                                  "reward_clip].", check=positive)
+    target_kl: float | None = setting(
+        None, "Stop the update's epochs early once a minibatch's approx_kl, the mean over the particles, passes 1.5 "
+        "target_kl (SB3's early stop; checked before the minibatch's step, one host sync per step; not with seeds "
+        "in one batch); null: every epoch.", kind=(float, None), check=positive)
 
 
 def standardize_minibatch(advantages: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
@@ -81,12 +86,20 @@ class PPO(A2C):
     Settings = PPOSettings
     reward_scaler: RewardScaler | None = None  #: scale_rewards' running statistics (built by the first update)
 
+    def __init__(self, settings: PPOSettings | None = None, groups: int = 1, device: torch.device | str = "cpu"):
+        super().__init__(settings, groups, device)
+        if self.settings.target_kl is not None and self.groups > 1:
+            raise ConfigError("estimator.target_kl stops every particle of a batch together, so seeds in one batch "
+                              "would stop on each other's KL: run the seeds apart, or target_kl null")
+
     def update(self, agent: SVPGAgent, batch: Batch, iteration: int, progress: float) -> UpdateStats:
         """``epochs`` passes of ``minibatches`` particle steps on one batch.
 
         ``progress``: the fraction of the run done before this update (annealing: the full lr at
         the first update, linear to 0 over the run, as CleanRL). The logged surrogate, entropy and
-        diagnostics are means over the last pass's steps.
+        diagnostics are means over the last pass's steps. With ``target_kl`` the update stops before
+        the first minibatch whose approx_kl (mean over the particles) passes 1.5 ``target_kl`` (the
+        first minibatch, at the sampling policy, always steps).
         """
         s = self.settings
         # 1. Step sizes, annealed; rewards scaled by the running std of the return (per seed).
@@ -105,21 +118,32 @@ class PPO(A2C):
         # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
         entropy_mask = s.ent_coef > 0 or s.minibatches > 1
         steps: list[dict[str, Any]] = []
+        epochs_run, stop = 0, False
         # 3. Epochs of minibatch steps; a critic with a fit of its own regresses beside them or after.
         with agent.critic_fit(data, iteration) as fit, agent.policy.obs_norm.bypassed():
             for epoch in range(s.epochs):
-                logged = epoch == s.epochs - 1  # the pass whose means are logged
-                steps = []
+                logged = epoch == s.epochs - 1 or s.target_kl is not None  # the pass(es) whose means are logged
+                epoch_steps = []
                 for part in minibatches(samples, s.minibatches, generators):
                     log_prob, entropy = agent.log_prob(part, entropy_mask)
                     adv, old, mask = part["advantages"], part["old_log_prob"], part["mask"]
+                    diagnostics = self.diagnostics(log_prob.detach(), old, mask) if logged else {}
+                    if s.target_kl is not None and (steps or epoch_steps) and \
+                            float(diagnostics["approx_kl"].mean()) > 1.5 * s.target_kl:
+                        stop = True  # SB3: this minibatch takes no step, and no later one either
+                        break
                     surrogate = self.surrogate(log_prob, old, adv, mask)  # (M,)
                     objective = surrogate + s.ent_coef * entropy if s.ent_coef else surrogate
                     step = agent.step(objective, part, logged)  # α, prior, clipping, Stein direction, optimizer
-                    step.update(surrogate=surrogate.detach(), entropy=entropy.detach())
-                    if logged:
-                        step.update(self.diagnostics(log_prob.detach(), old, mask))
-                    steps.append(step)
+                    epoch_steps.append({**step, "surrogate": surrogate.detach(), "entropy": entropy.detach(),
+                                        **diagnostics})
+                steps = epoch_steps or steps  # the last pass that stepped
+                epochs_run += bool(epoch_steps)
+                if stop:
+                    break
+        if s.target_kl is not None:  # how many epochs stepped, logged as train/ppo_epochs
+            for step in steps:
+                step["ppo_epochs"] = torch.full_like(step["surrogate"], float(epochs_run))
         return summarize(steps, advantages, fit.value_loss)
 
     def surrogate(self, log_prob: Tensor, old_log_prob: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
