@@ -15,7 +15,7 @@ Prints one line per finished split, then one summary line per method (the last l
 
 and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
 (default runs/benchmarks/; rows keyed by method and prior, so a rerun replaces its own rows
-and keeps the others). ``--update-docs`` refreshes the same section of docs/results.md.
+and keeps the others). ``--update-docs`` refreshes the same section of docs/results/uci.md.
 
 Every argument and every file of ``--data`` is checked before the first fit: a missing,
 wrong-kind, unreadable or empty file, a value that is not a finite number (named by file,
@@ -158,7 +158,8 @@ def parse_args(argv: list[str] | None):  # noqa: ANN201
                         help="log γ = noise_scale · (optimised coordinate); see fit_regressor")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
-    parser.add_argument("--update-docs", action="store_true", help="also refresh the set's section of docs/results.md")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also refresh the set's section of docs/results/uci.md")
     args = parser.parse_args(argv)
     for flag, value in (("--splits", args.splits), ("--epochs", args.epochs), ("--jobs", args.jobs),
                         ("--particles", args.particles), ("--batch-size", args.batch_size)):
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             f"the test split after the last epoch. Seconds per split: wall time of one fit + evaluation in a "
             f"one-thread worker.")
     targets = [output_dir(args.out, "--out", create=True) / f"uci_{name}.md"]
-    targets += [ROOT / "docs" / "results.md"] if args.update_docs else []
+    targets += [ROOT / "docs" / "results" / "uci.md"] if args.update_docs else []
     for path in targets:
         write_section(path, name, rows, note)
     print(f"wrote {', '.join(map(str, targets))}")

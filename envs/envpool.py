@@ -1,8 +1,8 @@
 """EnvPool's C++ batched MuJoCo tasks as a Gymnasium ``VectorEnv`` (optional extra).
 
 ``pip install "steinrl[envpool]"`` installs `EnvPool <https://envpool.readthedocs.io>`_,
-whose v5 MuJoCo tasks step a batch of envs in C++ threads (about twice Gymnasium's
-``SyncVectorEnv`` on two cores, docs/benchmarks.md). :class:`EnvPoolVectorEnv` presents
+whose v5 MuJoCo tasks step a batch of envs in C++ threads (faster than Gymnasium's
+``SyncVectorEnv``; measured in docs/results/mujoco_throughput.md). :class:`EnvPoolVectorEnv` presents
 such a pool exactly as Gymnasium's own vector env of the same id does (tests/test_envpool.py):
 
 - the same spaces (Gymnasium's ``float32`` action Box; EnvPool declares ``float64``);

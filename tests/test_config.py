@@ -62,7 +62,7 @@ def test_method_defaults_and_part_sections():
     assert [o.name for o in sections["estimator"]] == ["discount", "normalize_advantages", "gae_lambda",
                                                        "clip_range", "epochs", "minibatches", "normalize_per_minibatch",
                                                        "ent_coef", "max_grad_norm", "anneal_lr", "scale_rewards",
-                                                       "reward_clip"]
+                                                       "reward_clip", "target_kl"]
     choices = next(o for o in sections["prior"] if o.name == "name").allowed_choices()
     assert choices == PRIORS.names()  # read from the registry, not copied
 

@@ -66,11 +66,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("log_every", int, 10, "Without a progress bar, print a line every this many iterations.",
            check=at_least_one),
     Option("tensorboard", bool, True, "Write TensorBoard event files."),
-    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; Ray "
-           "spends ~0.1 s on each result, so tasks of many short iterations report every 100 or so).",
+    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; each "
+           "result costs Ray time, so tasks of many short iterations report every 100 or so: docs/sweeps.md).",
            check=at_least_one),
-    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small: 1 is "
-           "fastest on the papers' tasks; a MuJoCo PPO update gains from 2 on 2 cores, docs/benchmarks.md).",
+    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small; what 1 and "
+           "2 threads measured on the papers' tasks and on MuJoCo: docs/benchmarks.md#torch-threads).",
            check=non_negative),
 )
 
