@@ -26,6 +26,7 @@ from steinrl.rl.critics import ValueEnsemble
 from steinrl.rl.estimators import returns as R
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Samples
+from steinrl.rl.value_regression import ValueRegression
 
 
 def loop_scan(x: np.ndarray, cont: np.ndarray) -> np.ndarray:
@@ -164,7 +165,7 @@ def test_regression_step_gradients_equal_autograd(activation):
     x, z = torch.randn(M, n, d, generator=g), torch.randn(M, 1, n, generator=g)
     weight = torch.rand(M, 1, n, generator=g) / n
     total = torch.zeros(M)
-    critics._Regression(critic.net, n).loss_and_gradients(x.mT.contiguous(), z, weight, total)
+    ValueRegression(critic.net, n).loss_and_gradients(x.mT.contiguous(), z, weight, total)
     got = [p.grad for p in critic.net.parameters()]
     critic.net.zero_grad()
     loss = ((critic.net(x).mT - z).square() * weight).sum((1, 2))
