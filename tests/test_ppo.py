@@ -149,7 +149,7 @@ def test_entropy_bonus_drives_the_log_std_by_ent_coef_over_the_temperature():
     batch = agent.collect(trainer.job.sampler, 0)
     est = agent.estimator.advantages(batch, agent.critic)
     est.advantages.zero_()
-    _, samples = agent.samples(batch, est, old_log_prob=True)
+    _, samples = agent.samples(batch, est, 0, old_log_prob=True)
     log_prob, entropy = agent.log_prob(samples)
     agent.step(agent.estimator.surrogate(log_prob, samples["old_log_prob"], samples["advantages"], samples["mask"])
                + c * entropy, samples)
@@ -385,7 +385,7 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
     agent = trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 1)
     est = agent.estimator.advantages(batch, agent.critic)
-    samples = agent.samples(batch, est, old_log_prob=True)[1]
+    samples = agent.samples(batch, est, 1, old_log_prob=True)[1]
     gen = torch.Generator().manual_seed(iteration_seed(3, 1) + 2)  # the update's own stream
     parts = []
     for _ in range(2):  # epochs

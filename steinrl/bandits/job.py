@@ -130,8 +130,9 @@ class BanditJob:
                 Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
-            # the kernel of a Stein update (the protocol sets the optimizer and its step size)
-            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update)) if o.name == "kernel")
+            # the kernel of a Stein update and its space (the protocol sets the optimizer and its step size)
+            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update))
+                                       if o.name in ("kernel", "kernel_space", "function_states", "function_driving"))
         return sections
 
     @classmethod

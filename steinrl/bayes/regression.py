@@ -137,7 +137,7 @@ def _batches(n: int, batch_size: int, gen: torch.Generator):
 
 
 def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epochs, batch_size, lr, gen, prior,
-                   a, b, optimizer, kernel, activation, noise_scale) -> tuple[nn.Module, Callable]:
+                   a, b, optimizer, kernel, activation, noise_scale, update_options) -> tuple[nn.Module, Callable]:
     spec = METHODS.get(method)
     net = EnsembleMLP(particles, x.shape[1], hidden, 1, activation=activation, layer=spec.layer,
                       layer_options=spec.layer_defaults, init="lecun", generator=gen)
@@ -161,11 +161,16 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
     given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
-    section = {"kernel": kernel_spec({"bandwidth": "s2vgd", **given})} if spec.update == "stein" else {}
+    section = {"kernel": kernel_spec({"bandwidth": "s2vgd", **given}), **(update_options or {})} \
+        if spec.update == "stein" else {}
     particles_opt = make_particle_optimizer(spec.update, params, section, lr=lr, optimizer=optimizer,
                                             optimizer_kwargs=opt_kwargs)
+    update = particles_opt.update
+    shared = update.function_states if update.kernel_space == "functions" else 0  # B inputs of each minibatch
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
+            if shared:  # the function-space kernel on the predictions at the minibatch's first B inputs
+                particles_opt.functions = lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)
             pred = net(x[idx]).squeeze(-1)  # M B
             log_gamma = noise_scale * u_gamma  # M 1
             gamma = log_gamma.exp()
@@ -214,7 +219,8 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
                   particles: int = 20, epochs: int = 500, batch_size: int = 100, lr: float = 3e-3, seed: int = 0,
                   prior: str = "joint", a: float = 1.0, b: float = 0.1, optimizer: str = "adam",
                   kernel: str | dict = "rbf", activation: str = "relu", n_predict: int = 100,
-                  posterior_options: dict | None = None, noise_scale: float = 10.0) -> Regressor:
+                  posterior_options: dict | None = None, noise_scale: float = 10.0,
+                  update_options: dict | None = None) -> Regressor:
     """Fit a BNN regressor ``X (N, d) -> y (N,)``.
 
     :param method: a particle method of :data:`PARTICLE_METHODS` (``svgd``, ``s2vgd``, ``vmg``,
@@ -238,6 +244,9 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
         short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
+    :param update_options: more options of a Stein method's particle update, e.g.
+        ``{"kernel_space": "functions", "function_states": 32}`` (the kernel on the
+        predictions at each minibatch's first B inputs; see the ``update`` config section).
     :param n_predict: posterior draws averaged at prediction (variational methods).
     :param posterior_options: options of :func:`~steinrl.bayes.make_posterior` (over
         the posterior's ``regression_defaults``).
@@ -257,7 +266,7 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
                   activation=activation, noise_scale=float(noise_scale))
     if method in PARTICLE_METHODS:
         model, sampler = _fit_particles(method, x, y, particles=particles, prior=prior, optimizer=optimizer,
-                                        kernel=kernel, **common)
+                                        kernel=kernel, update_options=update_options, **common)
     else:
         model, sampler = _fit_variational(method, x, y, n_predict=n_predict, seed=seed,
                                           posterior_options=posterior_options, **common)

@@ -122,6 +122,10 @@ class ParticleOptimizer:
     :param own: parameters ``(M, ...)`` that follow their own gradient (of J / α, clipped with
         the rest), with their own Adam (lr, ``optimizer_eps``).
     :param finite: flags the step's quantities per particle (optional).
+
+    A function-space kernel (``SteinUpdate(kernel_space="functions")``) needs the particles'
+    outputs on shared inputs: set :attr:`functions` to a call returning them ``(M, F)``,
+    differentiable in ``params`` (e.g. a policy's action means on B states drawn from the batch).
     """
 
     def __init__(self, params: Iterable[nn.Parameter], update: ParticleUpdate | str = "stein", *, lr: float,
@@ -165,6 +169,8 @@ class ParticleOptimizer:
         self.own = list(own)
         self.own_optimizer = adam(self.own, lr=lr, eps=optimizer_eps) if self.own else None
         self.finite = finite
+        #: the particles' outputs on shared inputs ``(M, F)``, for a function-space kernel
+        self.functions: Callable[[], Tensor] | None = None
 
     # --- the step ------------------------------------------------------------------------
     def step(self, objective: Tensor, *, aux_loss: Tensor | None = None, aux_params: Sequence[Tensor] = (),
@@ -213,16 +219,26 @@ class ParticleOptimizer:
             (-(w * log_prior).sum()).backward()
         return norms
 
+    def _direction(self, theta: Tensor, g: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """φ ``(M, D)`` from the update: in weight space, per group; or on the particles' outputs."""
+        G = self.groups
+        if self.update.kernel_space == "functions":
+            if self.functions is None:
+                raise ValueError("a function-space kernel needs the particles' outputs: set "
+                                 "ParticleOptimizer.functions to a call returning them (M, F)")
+            with torch.enable_grad():
+                return self.update.function_direction(self.functions(), self.params, g, groups=G)
+        phi, info = self.update.direction(theta.view(G, -1, theta.shape[1]) if G > 1 else theta,
+                                          g.view(G, -1, g.shape[1]) if G > 1 else g)
+        return phi.reshape(theta.shape), info
+
     @torch.no_grad()
     def _move(self) -> dict[str, Tensor]:
         """Step 6 and the particle optimizer's step 7: −φ into ``p.grad``, then the optimizer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
-        G = self.groups
-        phi, info = self.update.direction(theta.view(G, -1, theta.shape[1]) if G > 1 else theta,
-                                          g.view(G, -1, g.shape[1]) if G > 1 else g)
-        phi = phi.reshape(theta.shape)
+        phi, info = self._direction(theta, g)
         if self.proximal > 0:
             if self.prev_theta is not None:
                 phi = phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)

@@ -14,11 +14,12 @@ and returns ``(phi, info)`` from :meth:`ParticleUpdate.direction`, ``info`` hold
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from torch import Tensor
 
+from steinrl.core.function_space import DRIVING_TERMS, function_space_direction
 from steinrl.core.kernels import Kernel, kernel_spec, make_kernel
 from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, direction_stats, svgd_direction
 from steinrl.registry import Option, Registry
@@ -43,6 +44,9 @@ class ParticleUpdate:
     name: ClassVar[str] = ""
     doc: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
+    #: ``weights``: :meth:`direction` from Θ and G; ``functions``: ``function_direction`` from the
+    #: particles' outputs on shared inputs (the caller supplies them)
+    kernel_space: str = "weights"
 
     def direction(self, theta: Tensor, grad: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         """φ ``(M, D)`` or ``(G, M, D)`` (G groups coupled only within themselves) and the info
@@ -64,6 +68,13 @@ class SteinUpdate(ParticleUpdate):
     :param attractive_norm: ``auto`` / ``on`` / ``off``: log the attractive term's norm (see
         :func:`~steinrl.core.svgd.svgd_direction`).
     :param kernel_precision: ``full`` or ``bf16`` kernel products.
+    :param kernel_space: ``weights`` (the kernel on the flattened parameters) or ``functions``
+        (on the particles' outputs on ``function_states`` shared inputs,
+        :mod:`steinrl.core.function_space`).
+    :param function_states: B, the shared inputs of the function-space kernel (drawn by the
+        caller, e.g. from the batch's states).
+    :param function_driving: the function-space driving term: ``weights`` (the kernel-averaged
+        weight gradients) or ``functions`` (pushed forward, averaged, pulled back).
     """
 
     name = "stein"
@@ -78,21 +89,47 @@ class SteinUpdate(ParticleUpdate):
                "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
                "device; the particle Gram behind the distances and the bandwidth stays full precision.",
                choices=PRECISIONS),
+        Option("kernel_space", str, "weights",
+               "weights: the kernel on the flattened parameters (the papers'); functions: on the particles' outputs "
+               "(a policy's action means and in-kernel log-std, a categorical's log-probabilities, a regression "
+               "net's predictions) on function_states inputs shared by every particle, the repulsion pulled back to "
+               "the weights (docs/algorithms.md#the-kernel-in-function-space).", choices=("weights", "functions")),
+        Option("function_states", int, 64, "kernel_space functions: B, the shared inputs, drawn each update from "
+               "the batch (RL: the states of every particle of a seed; bandits and regression: the minibatch).",
+               check=lambda v: None if v >= 2 else "must be >= 2"),
+        Option("function_driving", str, "weights",
+               "kernel_space functions: the driving term, weights (each particle's gradient, kernel-averaged in "
+               "weight space) or functions (pushed forward to the outputs, averaged there, pulled back).",
+               choices=DRIVING_TERMS),
     )
 
     def __init__(self, kernel: Kernel | str | Mapping[str, Any] = "rbf", attractive_norm: str = "auto",
-                 kernel_precision: str = "full") -> None:
+                 kernel_precision: str = "full", kernel_space: str = "weights", function_states: int = 64,
+                 function_driving: str = "weights") -> None:
         if attractive_norm not in _NORM:
             raise ValueError(f"attractive_norm must be one of {list(_NORM)}, got {attractive_norm!r}")
         if kernel_precision not in PRECISIONS:
             raise ValueError(f"unknown precision {kernel_precision!r}; choices: {list(PRECISIONS)}")
+        if kernel_space not in ("weights", "functions"):
+            raise ValueError(f"kernel_space must be weights or functions, got {kernel_space!r}")
+        if function_driving not in DRIVING_TERMS or function_states < 2:
+            raise ValueError(f"function_driving must be one of {DRIVING_TERMS} and function_states >= 2, got "
+                             f"{function_driving!r}, {function_states!r}")
         self.kernel = make_kernel(kernel)
         self.attractive_norm = _NORM[attractive_norm]
         self.precision = kernel_precision
+        self.kernel_space, self.function_states, self.driving = kernel_space, int(function_states), function_driving
 
     def direction(self, theta: Tensor, grad: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         return svgd_direction(theta, grad, kernel=self.kernel, attractive_norm=self.attractive_norm,
                               precision=self.precision)
+
+    def function_direction(self, outputs: Tensor, params: Sequence[Tensor], grad: Tensor,
+                           groups: int = 1) -> tuple[Tensor, dict[str, Tensor]]:
+        """φ ``(M, D)`` with the kernel on ``outputs`` ``(M, F)`` (differentiable in ``params``)
+        (:func:`~steinrl.core.function_space.function_space_direction`)."""
+        return function_space_direction(outputs, params, grad, kernel=self.kernel, groups=groups,
+                                        driving=self.driving)
 
 
 @UPDATES.register("independent")

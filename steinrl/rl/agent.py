@@ -30,7 +30,7 @@ from steinrl.core.groups import module_group, module_join, optimizer_group, opti
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import ParticleOptimizer, halved_lr, make_particle_optimizer
 from steinrl.core.priors import make_prior
-from steinrl.errors import NonFiniteError
+from steinrl.errors import ConfigError, NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, CriticFit, LinearBaseline
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.estimators import ESTIMATORS, Advantages
@@ -106,6 +106,12 @@ class SVPGAgent:
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
             max_grad_norm=getattr(self.estimator.settings, "max_grad_norm", None), finite=self.finite)
+        update = self.optimizer.update
+        if update.kernel_space == "functions" and update.function_states > M * cfg.rollout.batch_size:
+            raise ConfigError(f"update.function_states {update.function_states} is more states than a seed's batch "
+                              f"holds (particles x rollout.batch_size = {M * cfg.rollout.batch_size}); take fewer")
+        #: the function-space kernel's shared states ``(G·M, B, obs_dim)`` (normalised; set each update)
+        self.function_states: Tensor | None = None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
         #: policy.obs_stats_update: a batch's observations enter the statistics after its update
         self._obs_stats_after_update = cfg.policy.obs_stats_update == "after-update"
@@ -188,13 +194,14 @@ class SVPGAgent:
             for group in self.critic.optimizer.param_groups:
                 group["lr"] = self.cfg.critic.lr * fraction
 
-    def samples(self, batch: Batch, advantages: Advantages,
+    def samples(self, batch: Batch, advantages: Advantages, iteration: int,
                 old_log_prob: bool = False) -> tuple[Samples, dict[str, Tensor]]:
         """Every particle's valid steps compacted to ``(M, n, ...)`` (the update skips padding):
         the :class:`~steinrl.rl.rollout.Samples` (raw observations, for a critic's fit) and what
         the particle steps take, ``obs`` (normalised once, not in every step's forwards),
         ``actions``, ``mask``, ``advantages``; with ``old_log_prob`` the sampling policy's
-        log-probs; with a joint critic its ``targets`` and (value clipping) ``old_values``."""
+        log-probs; with a joint critic its ``targets`` and (value clipping) ``old_values``. A
+        function-space kernel's shared states are drawn from them (:meth:`_share_states`)."""
         data = compact(batch, advantages.advantages, advantages.value_targets, self.device, trim=self.trim)
         samples = {"obs": data.obs, "actions": data.actions, "mask": data.mask, "advantages": data.advantages}
         with torch.no_grad():
@@ -205,7 +212,26 @@ class SVPGAgent:
                 if self.critic.clip_range_vf is not None:
                     samples["old_values"] = self.critic(data.obs)
             samples["obs"] = self.policy.obs_norm(samples["obs"])
+            self._share_states(samples, iteration)
         return data, samples
+
+    def _share_states(self, samples: dict[str, Tensor], iteration: int) -> None:
+        """A function-space kernel's B states, drawn for each seed from all its particles' samples
+        (real ones first: padding only where they run out) and shared by every particle of the
+        seed; the particle optimizer then sees each particle's action distribution on them."""
+        update = self.optimizer.update
+        if update.kernel_space != "functions":
+            return
+        obs, mask, M, B = samples["obs"], samples["mask"], self.cfg.particles, update.function_states
+        n, d = obs.shape[1:]
+        states = []
+        for g, gen in enumerate(self.generators(iteration, offset=3)):  # each seed's own draw
+            rows = slice(g * M, (g + 1) * M)
+            idx = torch.multinomial((mask[rows] + 1e-6).reshape(-1), B, replacement=False, generator=gen)
+            states.append(obs[rows].reshape(M * n, d)[idx].expand(M, B, d))
+        self.function_states = torch.cat(states)
+        policy = self.policy
+        self.optimizer.functions = lambda: policy.head.function(policy.outputs(self.function_states, policy.dense()))
 
     def critic_fit(self, data: Samples, iteration: int) -> CriticFit:
         """The critic's fit of its own on ``data`` as a context around the policy's steps

@@ -79,6 +79,11 @@ class PolicyHead(nn.Module):
         """One action per state from all particles' outputs ``out (M, B, out_dim)`` (the ``mean`` acting mode)."""
         raise NotImplementedError
 
+    def function(self, out: Tensor) -> Tensor:
+        """Each particle's action distribution on shared states, as the function-space kernel sees
+        it: ``(M, F)`` from outputs ``out (M, B, out_dim)`` (differentiable)."""
+        raise NotImplementedError
+
     def kernel_parameters(self) -> list[nn.Parameter]:
         """Head parameters moved by SVGD with the network weights."""
         return []
@@ -144,6 +149,11 @@ class GaussianHead(PolicyHead):
     def kernel_parameters(self) -> list[nn.Parameter]:
         return [self.log_std] if self.log_std_in_kernel else []
 
+    def function(self, out: Tensor) -> Tensor:
+        """The means on the states, and the log-std where the kernel moves it (``log_std_in_kernel``)."""
+        means = out.flatten(1)
+        return torch.cat([means, self.log_std], 1) if self.log_std_in_kernel else means
+
     def own_parameters(self) -> list[nn.Parameter]:
         return [] if self.log_std_in_kernel else [self.log_std]
 
@@ -177,6 +187,10 @@ class CategoricalHead(PolicyHead):
         if mask is None:
             return logp, per_state.mean(-1)
         return logp, (per_state * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)  # M
+
+    def function(self, out: Tensor) -> Tensor:
+        """The log-probabilities of every action on the states (logits are defined up to a shift)."""
+        return torch.log_softmax(out, -1).flatten(1)
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         probs = torch.softmax(out, -1).mean(0)  # B A: the particles' mean action probabilities

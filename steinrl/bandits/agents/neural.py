@@ -31,6 +31,7 @@ from steinrl.core.methods import METHODS
 from steinrl.core.optim import inverse_time_lr
 from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, positive, unit_interval
 
 __all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
@@ -86,6 +87,12 @@ class ParticleRegressor:
                                                  cfg.update if spec else None, lr=protocol.lr,
                                                  optimizer=protocol.optimizer,
                                                  max_direction_norm=protocol.max_grad_norm)
+        update = self.optimizer.update
+        #: a function-space kernel's shared inputs: the first B contexts of every refit minibatch
+        self.function_states = update.function_states if update.kernel_space == "functions" else 0
+        if self.function_states > protocol.minibatch:
+            raise ConfigError(f"update.function_states {self.function_states} is more contexts than a refit minibatch "
+                              f"holds (protocol.minibatch {protocol.minibatch}); take fewer")
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
@@ -134,6 +141,9 @@ class ParticleRegressor:
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
             self.optimizer.set_lr(lr)
+            if self.function_states:  # the reward net's predictions on the minibatch's first B contexts
+                shared = contexts[idx[:self.function_states]]
+                self.optimizer.functions = lambda shared=shared: self.net(shared).flatten(1)
             info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n)).direction
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}

@@ -101,7 +101,7 @@ class Estimator:
         """
         agent.set_lr(iteration)
         advantages = self.advantages(batch, agent.critic)
-        data, samples = agent.samples(batch, advantages)
+        data, samples = agent.samples(batch, advantages, iteration)
         with agent.critic_fit(data, iteration) as fit, agent.policy.obs_norm.bypassed():
             log_prob, entropy = agent.log_prob(samples)
             surrogate = masked_mean(log_prob * samples["advantages"], samples["mask"])  # (M,)

@@ -112,7 +112,7 @@ class PPO(A2C):
         #    sampling policy's log-probs (r_t's denominator).
         normalize_batch = s.normalize_advantages and not s.normalize_per_minibatch
         advantages = self.advantages(batch, agent.critic, normalize=normalize_batch)
-        data, samples = agent.samples(batch, advantages, old_log_prob=True)
+        data, samples = agent.samples(batch, advantages, iteration, old_log_prob=True)
         generators = agent.generators(iteration, offset=2)  # each seed shuffles its own particles' samples
         # a categorical entropy over the real samples only where the recipe's options are on (the
         # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
