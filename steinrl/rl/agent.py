@@ -217,19 +217,19 @@ class SVPGAgent:
 
     def _share_states(self, samples: dict[str, Tensor], iteration: int) -> None:
         """A function-space kernel's B states, drawn for each seed from all its particles' samples
-        (real ones first: padding only where they run out) and shared by every particle of the
+        (uniformly without replacement among the real ones: the B smallest of uniform keys, real
+        samples first, so padding only where they run out) and shared by every particle of the
         seed; the particle optimizer then sees each particle's action distribution on them."""
         update = self.optimizer.update
         if update.kernel_space != "functions":
             return
         obs, mask, M, B = samples["obs"], samples["mask"], self.cfg.particles, update.function_states
-        n, d = obs.shape[1:]
-        states = []
-        for g, gen in enumerate(self.generators(iteration, offset=3)):  # each seed's own draw
-            rows = slice(g * M, (g + 1) * M)
-            idx = torch.multinomial((mask[rows] + 1e-6).reshape(-1), B, replacement=False, generator=gen)
-            states.append(obs[rows].reshape(M * n, d)[idx].expand(M, B, d))
-        self.function_states = torch.cat(states)
+        G, n, d = len(self.seeds), *obs.shape[1:]
+        keys = torch.stack([torch.rand(M * n, generator=g, device=obs.device)
+                            for g in self.generators(iteration, offset=3)])  # (G, M n): each seed's own draw
+        order = torch.argsort(torch.where(mask.reshape(G, M * n) > 0, keys, keys + 2.0), dim=1)[:, :B]  # (G, B)
+        picked = torch.gather(obs.reshape(G, M * n, d), 1, order[..., None].expand(G, B, d))  # (G, B, d)
+        self.function_states = picked[:, None].expand(G, M, B, d).reshape(G * M, B, d)
         policy = self.policy
         self.optimizer.functions = lambda: policy.head.function(policy.outputs(self.function_states, policy.dense()))
 
