@@ -39,11 +39,16 @@ def config(algo="independent-ppo", env="Pendulum-v1", **over):
 
 
 # --- minibatches ----------------------------------------------------------------------------
+def keys_of(generators, n, per_group):
+    """Shuffle keys ``(G · per_group, n)`` as the agent draws them: ``(n, per_group)`` per group, transposed."""
+    return torch.cat([torch.rand((n, per_group), generator=g).T for g in generators])
+
+
 def test_minibatch_partition_covers_every_particles_samples_once_in_near_equal_parts():
     counts = [10, 7, 3, 0, 12]
     n, K = 12, 3
     mask = (torch.arange(n) < torch.tensor(counts)[:, None]).float()  # real samples first, as compact lays them out
-    idx, part_mask = minibatch_indices(mask, K, [torch.Generator().manual_seed(0)])
+    idx, part_mask = minibatch_indices(mask, K, keys_of([torch.Generator().manual_seed(0)], n, 5))
     assert idx.shape == part_mask.shape == (K, 5, 4)  # b = ceil(12 / 3)
     for i, n_i in enumerate(counts):
         parts = [idx[k, i][part_mask[k, i] > 0].tolist() for k in range(K)]
@@ -62,8 +67,8 @@ def test_a_groups_shuffle_does_not_depend_on_the_other_groups_samples():
     wide[:2, :6] = alone
     wide[2:, :9] = 1.0  # the other group has more samples, so the batch is 9 columns wide
     gens = [torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)]
-    idx_a, m_a = minibatch_indices(alone, 2, gens[:1])
-    idx_w, m_w = minibatch_indices(wide, 2, [torch.Generator().manual_seed(5), gens[1]])
+    idx_a, m_a = minibatch_indices(alone, 2, keys_of(gens[:1], 6, 2))
+    idx_w, m_w = minibatch_indices(wide, 2, keys_of([torch.Generator().manual_seed(5), gens[1]], 9, 2))
     for k in range(2):
         for i in range(2):
             assert idx_a[k, i][m_a[k, i] > 0].tolist() == idx_w[k, i][m_w[k, i] > 0].tolist()
@@ -389,7 +394,7 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
     gen = torch.Generator().manual_seed(iteration_seed(3, 1) + 2)  # the update's own stream
     parts = []
     for _ in range(2):  # epochs
-        idx, mask = minibatch_indices(samples["mask"], 4, [gen])
+        idx, mask = minibatch_indices(samples["mask"], 4, keys_of([gen], samples["mask"].shape[1], 1))
         parts += [idx[k, 0][mask[k, 0] > 0] for k in range(4)]
     particles = agent.optimizer
     fresh = [torch.optim.Adam(o.param_groups[0]["params"], lr=1e-2)

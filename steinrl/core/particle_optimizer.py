@@ -42,7 +42,7 @@ from steinrl.core.updates import UPDATES, ParticleUpdate, make_update
 from steinrl.registry import Option, non_negative, step_size
 
 __all__ = ["ParticleOptimizer", "StepResult", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "make_particle_optimizer",
-           "clip_grad_norms", "halved_lr"]
+           "clip_grad_norms", "halved_lr", "set_lr"]
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": adam,  # torch's Adam, fused where available
@@ -86,6 +86,16 @@ def clip_grad_norms(params: Sequence[Tensor], max_norm: float) -> Tensor:
     factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, [factor.view(-1, *[1] * (g.dim() - 1)) for g in grads])
     return norms
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Every param group's step size; a tensor step size (a capturable optimizer's, which a
+    CUDA graph reads at each replay) is written in place."""
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
 
 
 def halved_lr(lr: float, iteration: int, every: int, start: int) -> float:
@@ -262,12 +272,12 @@ class ParticleOptimizer:
     def set_lr(self, lr: float) -> None:
         """The step size of the particles' and the own parameters' optimizers."""
         for opt in (self.optimizer, self.own_optimizer):
-            for group in opt.param_groups if opt is not None else ():
-                group["lr"] = lr
+            if opt is not None:
+                set_lr(opt, lr)
 
     @property
     def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+        return float(self.optimizer.param_groups[0]["lr"])
 
     def state_dict(self) -> dict[str, Any]:
         """The optimizers' states (and the previous particles, with the proximal term), loadable with

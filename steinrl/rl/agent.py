@@ -28,11 +28,12 @@ from torch import Tensor
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.groups import module_group, module_join, optimizer_group, optimizer_join, rows
 from steinrl.core.methods import METHODS
-from steinrl.core.particle_optimizer import ParticleOptimizer, halved_lr, make_particle_optimizer
+from steinrl.core.particle_optimizer import ParticleOptimizer, halved_lr, make_particle_optimizer, set_lr
 from steinrl.core.priors import make_prior
 from steinrl.errors import ConfigError, NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, CriticFit, LinearBaseline
 from steinrl.rl.diagnostics import UpdateStats
+from steinrl.rl.draws import Draws
 from steinrl.rl.estimators import ESTIMATORS, Advantages
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler, Samples, compact
@@ -101,6 +102,7 @@ class SVPGAgent:
         est = ESTIMATORS.get(estimator)
         self.estimator = est(est.Settings(**cfg.estimator), groups=G, device=self.device)
         self.finite = FiniteFlags()  #: this iteration's finiteness, checked by the job (no sync here)
+        self.draws = Draws(self._seed_of)  #: every random number of an iteration (rl/draws.py)
         self.optimizer: ParticleOptimizer = make_particle_optimizer(
             METHODS.get(method).update, self.policy.kernel_parameters() + self.prior.particle_parameters(),
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
@@ -138,27 +140,38 @@ class SVPGAgent:
 
     def generators(self, iteration: int, offset: int) -> list[torch.Generator]:
         """One device generator per seed for a random stream of ``iteration`` (``offset`` tells
-        the streams apart: 0 the rollout, 1 the critic's fit, 2 the minibatches)."""
+        the streams apart: 0 the rollout, 1 the critic's fit, 2 the minibatches, 3 the
+        function-space kernel's states)."""
         return [torch.Generator(device=self.device).manual_seed(iteration_seed(s, iteration) + offset)
                 for s in self.seeds]
 
+    def _seed_of(self, iteration: int) -> int | list[int]:
+        """The rollout's reset seed of ``iteration``: one per seed (a single int for one seed)."""
+        seeds = [iteration_seed(s, iteration) for s in self.seeds]  # each seed's own streams
+        return seeds[0] if len(seeds) == 1 else seeds
+
     # --- sampling -----------------------------------------------------------------
     def collect(self, sampler: Sampler, iteration: int) -> Batch:
-        """Roll out all particles for one batch, seeded by ``(cfg.seed, iteration)``."""
-        cfg, policy = self.cfg, self.policy
-        seeds = [iteration_seed(s, iteration) for s in self.seeds]  # each seed's own streams
+        """Roll out all particles for one batch, seeded by ``(cfg.seed, iteration)``; every random
+        number through :attr:`draws` (the policy's noise: ``"noise"``)."""
+        cfg, policy, M, E = self.cfg, self.policy, self.cfg.particles, sampler.E
         T_max = sampler.max_steps(cfg.rollout.batch_size, cfg.rollout.sampling)
+        self.draws.begin(iteration)
+
+        def draw_noise(it: int) -> Tensor:  # (T, G·M, E, out_dim), each seed's block from its own stream
+            return torch.cat([policy.head.draw_noise((T_max, M, E), g, self.device)
+                              for g in self.generators(it, 0)], dim=1)
+
         with torch.no_grad():
-            noise = torch.cat([policy.head.draw_noise((T_max, cfg.particles, sampler.E),
-                                                      torch.Generator(device=self.device).manual_seed(s), self.device)
-                               for s in seeds], dim=1)
-            seed = seeds[0] if len(seeds) == 1 else seeds
+            noise = self.draws("noise", draw_noise)
+            seed = self._seed_of(iteration)
             # a device task's batch keeps every particle's (T * E) columns: no host sync to trim them
             self.trim = sampler.task.host
             act = policy.actor(noise, host=sampler.task.host)
             self.finite.clear()
             try:
-                batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed)
+                batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed,
+                                        draws=None if sampler.task.host else self.draws)
             except NonFiniteError as exc:
                 raise NonFiniteError(f"{exc} at iteration {iteration}") from None
             if sampler.action_finite is not None:  # a device task's actions, flagged by the sampler
@@ -174,25 +187,33 @@ class SVPGAgent:
 
     # --- update -------------------------------------------------------------------
     def update(self, batch: Batch, iteration: int, progress: float | None = None) -> UpdateStats:
-        """The estimator's update on ``batch`` (:meth:`~steinrl.rl.estimators.Estimator.update`).
-        ``progress``: the fraction of the run done before this update (the job's stopping rule;
-        annealing), default ``iteration / iterations``."""
+        """:meth:`prepare` the step sizes, then :meth:`learn` from ``batch``. ``progress``: the
+        fraction of the run done before this update (the job's stopping rule; annealing),
+        default ``iteration / iterations``."""
+        self.prepare(iteration, progress)
+        return self.learn(batch, iteration)
+
+    def prepare(self, iteration: int, progress: float | None = None) -> None:
+        """Every optimizer's step size for ``iteration``'s update: ``update.lr`` on the halving
+        schedule (``update.lr_halving_every``) and ``critic.lr``, each times the estimator's
+        :meth:`~steinrl.rl.estimators.Estimator.lr_fraction` (annealing). Host values only: a
+        replayed graph of the update reads them (tensor step sizes are written in place)."""
         done = iteration / self.cfg.iterations if progress is None else progress
-        stats = self.estimator.update(self, batch, iteration, done)
+        fraction, update = self.estimator.lr_fraction(done), self.cfg.update
+        self.optimizer.set_lr(halved_lr(update.lr, iteration, update.lr_halving_every, update.lr_halving_start)
+                              * fraction)
+        if hasattr(self.critic, "optimizer"):
+            set_lr(self.critic.optimizer, self.cfg.critic.lr * fraction)
+
+    def learn(self, batch: Batch, iteration: int) -> UpdateStats:
+        """The estimator's update on ``batch`` (:meth:`~steinrl.rl.estimators.Estimator.update`),
+        then (``policy.obs_stats_update: after-update``) the batch's observations into the statistics."""
+        stats = self.estimator.update(self, batch, iteration)
         if self._obs_stats_after_update:  # the next rollout acts on statistics that include this batch
             self._fold_obs_stats(batch)
         return stats
 
     # --- what the estimators' updates call ----------------------------------------------
-    def set_lr(self, iteration: int, fraction: float = 1.0) -> None:
-        """Every optimizer's step size at ``iteration``: ``update.lr`` on the halving schedule
-        (``update.lr_halving_every``), and ``critic.lr``, each times ``fraction`` (annealing)."""
-        update = self.cfg.update
-        self.optimizer.set_lr(halved_lr(update.lr, iteration, update.lr_halving_every, update.lr_halving_start)
-                              * fraction)
-        if hasattr(self.critic, "optimizer"):
-            for group in self.critic.optimizer.param_groups:
-                group["lr"] = self.cfg.critic.lr * fraction
 
     def samples(self, batch: Batch, advantages: Advantages, iteration: int,
                 old_log_prob: bool = False) -> tuple[Samples, dict[str, Tensor]]:
@@ -225,8 +246,11 @@ class SVPGAgent:
             return
         obs, mask, M, B = samples["obs"], samples["mask"], self.cfg.particles, update.function_states
         G, n, d = len(self.seeds), *obs.shape[1:]
-        keys = torch.stack([torch.rand(M * n, generator=g, device=obs.device)
-                            for g in self.generators(iteration, offset=3)])  # (G, M n): each seed's own draw
+
+        def draw_keys(it: int) -> Tensor:  # (G, M n): each seed's own draw
+            return torch.stack([torch.rand(M * n, generator=g, device=self.device) for g in self.generators(it, 3)])
+
+        keys = self.draws("function_keys", draw_keys)
         order = torch.argsort(torch.where(mask.reshape(G, M * n) > 0, keys, keys + 2.0), dim=1)[:, :B]  # (G, B)
         picked = torch.gather(obs.reshape(G, M * n, d), 1, order[..., None].expand(G, B, d))  # (G, B, d)
         self.function_states = picked[:, None].expand(G, M, B, d).reshape(G * M, B, d)
@@ -235,10 +259,27 @@ class SVPGAgent:
 
     def critic_fit(self, data: Samples, iteration: int) -> CriticFit:
         """The critic's fit of its own on ``data`` as a context around the policy's steps
-        (:class:`~steinrl.rl.critics.CriticFit`); none for a joint critic or none at all."""
+        (:class:`~steinrl.rl.critics.CriticFit`); none for a joint critic or none at all. Its
+        random regression columns come through :attr:`draws` (``"critic_columns"``)."""
         critic = None if self.critic is None or self.joint_critic else self.critic
-        seeds = [iteration_seed(s, iteration) + 1 for s in self.seeds]
-        return CriticFit(critic, data, seeds[0] if len(seeds) == 1 else seeds, self.finite)
+        columns = None
+        if critic is not None and critic.samples_columns(data.mask.shape[1]):
+            n = data.mask.shape[1]
+            columns = self.draws("critic_columns", lambda it: critic.draw_columns(n, self.generators(it, 1)))
+        return CriticFit(critic, data, columns, self.finite)
+
+    def shuffle_keys(self, epochs: int, n: int) -> Tensor:
+        """Uniform keys ``(epochs, G·M, n)`` that shuffle every particle's ``n`` samples into
+        minibatches (:func:`~steinrl.rl.minibatches.minibatch_indices`), epoch after epoch, each
+        seed's from its own stream, through :attr:`draws` (``"minibatch_keys"``)."""
+        M = self.cfg.particles
+
+        def draw_keys(it: int) -> Tensor:  # drawn (n, M) and transposed: column j's key is the same for any n > j
+            gens = self.generators(it, 2)
+            return torch.stack([torch.cat([torch.rand((n, M), generator=g, device=self.device).T for g in gens])
+                                for _ in range(epochs)])
+
+        return self.draws("minibatch_keys", draw_keys)
 
     def log_prob(self, part: dict[str, Tensor], entropy_mask: bool = False) -> tuple[Tensor, Tensor]:
         """log π_θi(a|s) ``(M, b)`` of the part's (normalised) samples and each particle's mean

@@ -49,20 +49,20 @@ class CriticFit:
 
     :param critic: the critic, or None (no fit of its own: :attr:`value_loss` stays None).
     :param samples: the update's compacted samples.
-    :param seed: one per group of particles (:meth:`Critic.fit`).
+    :param columns: the fit's random regression columns (:meth:`Critic.draw_columns`), or None.
     :param finite: flags the value loss's finiteness per particle (optional).
     """
 
-    def __init__(self, critic: Critic | None, samples: Samples, seed: int | list[int],
+    def __init__(self, critic: Critic | None, samples: Samples, columns: Tensor | None = None,
                  finite: FiniteFlags | None = None) -> None:
-        self.critic, self.samples, self.seed, self.finite = critic, samples, seed, finite
+        self.critic, self.samples, self.columns, self.finite = critic, samples, columns, finite
         self.value_loss: Tensor | None = None
         self._call: Callable[[], Tensor] | None = None
         self._future: Future | None = None
 
     def __enter__(self) -> CriticFit:
         if self.critic is not None:
-            self._call = self.critic.prepare_fit(self.samples, self.seed)
+            self._call = self.critic.prepare_fit(self.samples, self.columns)
             if getattr(self.critic, "overlap", False):
                 self._future = _overlap_pool().submit(self._call)
         return self
@@ -92,17 +92,26 @@ class Critic(nn.Module):
         """V of every observation of ``batch``, ``(T + 1, M, E)`` float64 (on the critic's device)."""
         raise NotImplementedError
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """Regress ``samples.targets`` ``(M, n)``; returns each particle's value loss ``(M,)``
-        (mean squared error, return units). ``seed``: one per group of particles (seeds in one batch)."""
+    def samples_columns(self, n: int) -> bool:
+        """Whether a fit on ``n`` samples per particle regresses on random columns (:meth:`draw_columns`)."""
+        return False
+
+    def draw_columns(self, n: int, generators: list[torch.Generator]) -> Tensor:
+        """A fit's random columns of ``n`` samples per particle, one generator per group of
+        particles (seeds in one batch)."""
         raise NotImplementedError
 
-    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """Regress ``samples.targets`` ``(M, n)`` (on ``columns``, where the critic samples them);
+        returns each particle's value loss ``(M,)`` (mean squared error, return units)."""
+        raise NotImplementedError
+
+    def prepare_fit(self, samples: Samples, columns: Tensor | None = None) -> Callable[[], Tensor]:
         """:meth:`fit` in two parts: what reads state shared with the policy (the observation
         normaliser) is done now; the returned call does the rest and returns the value loss.
         The call touches only the critic's own parameters and optimizer, so it may run on
         another thread while the policy updates (``critic.overlap``)."""
-        return partial(self.fit, samples, seed)
+        return partial(self.fit, samples, columns)
 
     def extra_state(self) -> dict:
         """State beyond ``state_dict`` (e.g. an optimizer's) for checkpoints."""
@@ -220,10 +229,22 @@ class ValueEnsemble(Critic):
             pred = old_values + (pred - old_values).clamp(-self.clip_range_vf, self.clip_range_vf)
         return ((pred - targets).square() * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """``steps`` Adam steps on ``minibatch`` random columns per particle (all if fewer);
-        padding is masked out of the loss. With one seed per group of particles, each group
-        draws its columns from its own generator.
+    def samples_columns(self, n: int) -> bool:
+        return self.minibatch < n
+
+    def draw_columns(self, n: int, generators: list[torch.Generator]) -> Tensor:
+        """``(steps, M, minibatch)`` columns in ``[0, n)``, each group's from its own generator,
+        one draw per step and generator, as the plain loop draws them (on a device, one draw of
+        all steps would not give the same numbers)."""
+        M, device = self.target_mean.shape[0], self.target_mean.device
+        return torch.stack([torch.cat([torch.randint(n, (M // len(generators), self.minibatch), generator=g,
+                                                     device=device) for g in generators])
+                            for _ in range(self.steps)])
+
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """``steps`` Adam steps on ``minibatch`` random columns per particle (``columns``, from
+        :meth:`draw_columns`; all samples if there are no more than ``minibatch``); padding is
+        masked out of the loss.
 
         What the plain loop (per step: draw, gather, forward, masked mean squared error,
         autograd backward, Adam) computes, faster: the standardised targets and every step's
@@ -234,12 +255,12 @@ class ValueEnsemble(Critic):
         :return: ``(M,)`` each particle's mean squared error over the regression steps, in
             return units (their mean is the value loss, as SB3 logs it).
         """
-        return self.prepare_fit(samples, seed)()
+        return self.prepare_fit(samples, columns)()
 
-    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
-        """The normalised inputs, standardised targets and drawn columns now; the Adam steps
+    def prepare_fit(self, samples: Samples, columns: Tensor | None = None) -> Callable[[], Tensor]:
+        """The normalised inputs, standardised targets and gathered columns now; the Adam steps
         in the returned call (:meth:`Critic.prepare_fit`)."""
-        return partial(self._regress, *self._regression_data(samples, seed))
+        return partial(self._regress, *self._regression_data(samples, columns))
 
     def _regress(self, x: Tensor, z: Tensor, weight: Tensor, std: Tensor) -> Tensor:
         """The ``steps`` Adam steps on :meth:`_regression_data`'s tensors; the value loss ``(M,)``."""
@@ -250,7 +271,7 @@ class ValueEnsemble(Critic):
         return total / max(self.steps, 1) * std.square()
 
     @torch.no_grad()
-    def _regression_data(self, samples: Samples, seed: int | list[int]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _regression_data(self, samples: Samples, columns: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Sets the target statistics; returns every step's inputs ``(steps, M, obs_dim, n)``
         (feature-major views, normalised), standardised targets ``(steps, M, 1, n)``, weights
         ``(steps, M, 1, n)`` (mask / the step's count of real samples) and the targets' std ``(M,)``.
@@ -265,17 +286,14 @@ class ValueEnsemble(Critic):
         self.target_std.copy_(std[:, None])
         z = (targets - self.target_mean) / self.target_std  # (M, B), unit scale
         S = self.steps
-        if self.minibatch >= B:
+        if not self.samples_columns(B):
             x, zt, mk = obs.mT.contiguous()[None], z[:, None][None], mask[:, None][None]
             return (x.expand(S, *x.shape[1:]), zt.expand(S, *zt.shape[1:]),
                     (mk / count[:, None, None]).expand(S, *mk.shape[1:]), std)
-        seeds = [seed] if isinstance(seed, int) else list(seed)
-        gens = [torch.Generator(device=obs.device).manual_seed(s) for s in seeds]
-        # one draw per step and generator, as the plain loop (on a device, one draw of all
-        # steps would not give the same numbers)
-        idx = torch.stack([torch.cat([torch.randint(B, (M // len(gens), self.minibatch), generator=g,
-                                                    device=obs.device) for g in gens]) for _ in range(S)])
-        flat = (idx + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # columns of (M * B)
+        if columns is None:
+            raise ValueError(f"a fit on {B} samples per particle regresses on {self.minibatch} random columns: "
+                             "give them (draw_columns)")
+        flat = (columns + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # columns of (M * B)
         n = self.minibatch
         # the inputs as a transposed view (the matmuls take it as it is: no transposing copy)
         x = obs.reshape(M * B, -1).index_select(0, flat).view(S, M, n, -1).mT
@@ -328,8 +346,8 @@ class LinearBaseline(Critic):
         t = batch.timestep.to(device).permute(1, 0, 2).reshape(M, -1)
         return _to_time_major(self(_batch_obs(batch, device), t), batch)
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """Least squares of the returns on the features over the masked samples.
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """Least squares of the returns on the features over the masked samples (no columns: all of them).
 
         :return: ``(M,)`` each particle's mean squared error of its previous coefficients on
             these returns (the value loss).

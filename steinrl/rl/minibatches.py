@@ -10,7 +10,7 @@ from torch import Tensor
 __all__ = ["minibatch_indices", "take", "minibatches"]
 
 
-def minibatch_indices(mask: Tensor, minibatches: int, generators: list[torch.Generator]) -> tuple[Tensor, Tensor]:
+def minibatch_indices(mask: Tensor, minibatches: int, keys: Tensor) -> tuple[Tensor, Tensor]:
     """A random partition of every particle's real samples into ``K = minibatches`` parts.
 
     Particle i's ``n_i`` real samples are shuffled and cut into K consecutive parts of
@@ -21,15 +21,14 @@ def minibatch_indices(mask: Tensor, minibatches: int, generators: list[torch.Gen
     :param mask: ``(M, n)`` 1 for real samples, which come first in each row (as
         :func:`~steinrl.rl.rollout.compact` lays them out).
     :param minibatches: K >= 1.
-    :param generators: one per group of ``M / G`` consecutive particles (seeds): a group's
-        shuffle depends only on its own generator and samples, not on ``n``.
+    :param keys: ``(M, n)`` uniform keys that order every particle's samples (drawn per group of
+        particles, a seed, from its own stream, ``(n, M / G)`` then transposed: column j's key is
+        the same for any n > j, so a group's shuffle depends only on its own stream and samples).
     :return: ``idx (K, M, b)`` column indices into the ``n`` samples and ``mask (K, M, b)``
         float, 1 where the column is one of the part's samples.
     """
     M, n = mask.shape
-    K, G = int(minibatches), len(generators)
-    # keys drawn (n, M / G) and transposed: column j's key is the same for any n > j
-    keys = torch.cat([torch.rand((n, M // G), generator=g, device=mask.device).T for g in generators])
+    K = int(minibatches)
     order = torch.argsort(torch.where(mask > 0, keys, 2.0), dim=1)  # real samples first, shuffled
     counts = mask.sum(1).long()  # M
     bounds = torch.arange(K + 1, device=mask.device)[:, None] * counts // K  # (K + 1, M)
@@ -48,12 +47,13 @@ def take(x: Tensor, idx: Tensor) -> Tensor:
     return x.reshape(M * n, *x.shape[2:]).index_select(0, rows).view(*idx.shape, *x.shape[2:])
 
 
-def minibatches(samples: dict[str, Tensor], K: int, generators: list[torch.Generator]) -> Iterator[dict[str, Tensor]]:
+def minibatches(samples: dict[str, Tensor], K: int, keys: Tensor | None) -> Iterator[dict[str, Tensor]]:
     """One pass over ``samples`` (each ``(M, n, ...)``, with a ``mask``): K random minibatches
-    ``(M, b, ...)`` (:func:`minibatch_indices`); K = 1: the samples themselves, unshuffled."""
+    ``(M, b, ...)`` ordered by ``keys`` ``(M, n)`` (:func:`minibatch_indices`); K = 1: the
+    samples themselves, unshuffled (no keys)."""
     if K == 1:
         yield samples
         return
-    idx, masks = minibatch_indices(samples["mask"], K, generators)
+    idx, masks = minibatch_indices(samples["mask"], K, keys)
     for k in range(K):
         yield {**{name: take(x, idx[k]) for name, x in samples.items() if name != "mask"}, "mask": masks[k]}

@@ -91,15 +91,21 @@ class Estimator:
         """Advantages of every valid step of ``batch`` (and the critic's targets)."""
         raise NotImplementedError
 
-    def update(self, agent: SVPGAgent, batch: Batch, iteration: int, progress: float) -> UpdateStats:
+    def lr_fraction(self, progress: float) -> float:
+        """The share of the configured step sizes to use once ``progress`` (the fraction of the run
+        done before this update) is done; the agent applies it before :meth:`update`. 1: constant."""
+        return 1.0
+
+    def update(self, agent: SVPGAgent, batch: Batch, iteration: int) -> UpdateStats:
         """One particle step on the whole batch (REINFORCE, A2C).
 
         The advantages ``(T, M, E)`` -> every particle's valid samples, compacted to ``(M, n, ...)``
         -> J(θ_i) = the per-step mean over its samples of log π_θi(a|s) · Â -> the agent's particle
         step. A critic with a fit of its own regresses its targets on the same samples, beside the
-        step (``critic.overlap``) or after it. ``progress``: the fraction of the run done (unused here).
+        step (``critic.overlap``) or after it. Every random number comes through ``agent.draws``,
+        and nothing here reads a value back to the host: on a device the update can be replayed
+        as a CUDA graph.
         """
-        agent.set_lr(iteration)
         advantages = self.advantages(batch, agent.critic)
         data, samples = agent.samples(batch, advantages, iteration)
         with agent.critic_fit(data, iteration) as fit, agent.policy.obs_norm.bypassed():

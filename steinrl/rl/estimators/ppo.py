@@ -92,18 +92,22 @@ class PPO(A2C):
             raise ConfigError("estimator.target_kl stops every particle of a batch together, so seeds in one batch "
                               "would stop on each other's KL: run the seeds apart, or target_kl null")
 
-    def update(self, agent: SVPGAgent, batch: Batch, iteration: int, progress: float) -> UpdateStats:
-        """``epochs`` passes of ``minibatches`` particle steps on one batch.
+    def lr_fraction(self, progress: float) -> float:
+        """``anneal_lr``: 1 − progress, the full step sizes at the first update, linear to 0 over
+        the run (CleanRL; ``progress`` is the fraction of the run done before the update)."""
+        return max(0.0, 1.0 - progress) if self.settings.anneal_lr else 1.0
 
-        ``progress``: the fraction of the run done before this update (annealing: the full lr at
-        the first update, linear to 0 over the run, as CleanRL). The logged surrogate, entropy and
-        diagnostics are means over the last pass's steps. With ``target_kl`` the update stops before
-        the first minibatch whose approx_kl (mean over the particles) passes 1.5 ``target_kl`` (the
-        first minibatch, at the sampling policy, always steps).
+    def update(self, agent: SVPGAgent, batch: Batch, iteration: int) -> UpdateStats:
+        """``epochs`` passes of ``minibatches`` particle steps on one batch (the step sizes, annealed
+        by :meth:`lr_fraction`, are set before).
+
+        The logged surrogate, entropy and diagnostics are means over the last pass's steps. With
+        ``target_kl`` the update stops before the first minibatch whose approx_kl (mean over the
+        particles) passes 1.5 ``target_kl`` (the first minibatch, at the sampling policy, always
+        steps; one host sync per step).
         """
         s = self.settings
-        # 1. Step sizes, annealed; rewards scaled by the running std of the return (per seed).
-        agent.set_lr(iteration, max(0.0, 1.0 - progress) if s.anneal_lr else 1.0)
+        # 1. Rewards scaled by the running std of the return (per seed).
         if s.scale_rewards:
             if self.reward_scaler is None:
                 self.reward_scaler = RewardScaler(self.groups, s.discount, s.reward_clip, device=self.device)
@@ -113,7 +117,8 @@ class PPO(A2C):
         normalize_batch = s.normalize_advantages and not s.normalize_per_minibatch
         advantages = self.advantages(batch, agent.critic, normalize=normalize_batch)
         data, samples = agent.samples(batch, advantages, iteration, old_log_prob=True)
-        generators = agent.generators(iteration, offset=2)  # each seed shuffles its own particles' samples
+        n = samples["mask"].shape[1]
+        keys = agent.shuffle_keys(s.epochs, n) if s.minibatches > 1 else None  # each seed shuffles its own samples
         # a categorical entropy over the real samples only where the recipe's options are on (the
         # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
         entropy_mask = s.ent_coef > 0 or s.minibatches > 1
@@ -124,7 +129,7 @@ class PPO(A2C):
             for epoch in range(s.epochs):
                 logged = epoch == s.epochs - 1 or s.target_kl is not None  # the pass(es) whose means are logged
                 epoch_steps = []
-                for part in minibatches(samples, s.minibatches, generators):
+                for part in minibatches(samples, s.minibatches, None if keys is None else keys[epoch]):
                     log_prob, entropy = agent.log_prob(part, entropy_mask)
                     adv, old, mask = part["advantages"], part["old_log_prob"], part["mask"]
                     diagnostics = self.diagnostics(log_prob.detach(), old, mask) if logged else {}
