@@ -252,7 +252,9 @@ class ParticleOptimizer:
         if self.proximal > 0:
             if self.prev_theta is not None:
                 phi = phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)
-            self.prev_theta = theta
+                self.prev_theta.copy_(theta)  # in place: it keeps its storage
+            else:
+                self.prev_theta = theta
         if self.max_direction_norm is not None:
             norm = torch.linalg.vector_norm(phi, dim=1, keepdim=True)  # M 1
             phi = phi.mul_((self.max_direction_norm / norm.clamp_min(1e-30)).clamp_(max=1.0))

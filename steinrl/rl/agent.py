@@ -311,6 +311,15 @@ class SVPGAgent:
             step["grad_norm"] = result.grad_norm
         return step
 
+    def make_capturable(self) -> None:
+        """Every optimizer safe to capture in a CUDA graph (:func:`steinrl.rl.graph.capturable`):
+        step counts on the device, step sizes device tensors written in place."""
+        from steinrl.rl.graph import capturable
+
+        for opt in (self.optimizer.optimizer, self.optimizer.own_optimizer, getattr(self.critic, "optimizer", None)):
+            if opt is not None:
+                capturable(opt)
+
     # --- state --------------------------------------------------------------------
     def state_dict(self, group: int = 0) -> dict:
         """Seed ``group``'s state, in the single-seed format whatever the number of seeds

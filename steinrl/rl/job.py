@@ -31,7 +31,9 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
+from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.estimators import ESTIMATORS
+from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
@@ -97,15 +99,27 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
     return seeds
 
 
+def pack(values: dict[str, Tensor]) -> tuple[Tensor, list[tuple[str, tuple[int, ...]]]]:
+    """Every value of an iteration in one float64 tensor on its device, and where each lies."""
+    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()])
+    return flat, [(name, tuple(v.shape)) for name, v in values.items()]
+
+
+def unpack(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]]) -> dict[str, np.ndarray]:
+    """:func:`pack`'s values, on the host, by name."""
+    out, i = {}, 0
+    for name, shape in layout:
+        size = int(np.prod(shape, dtype=np.int64))
+        out[name] = flat[i:i + size].reshape(shape)
+        i += size
+    return out
+
+
 def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
     """Every value of an iteration, as float64 numpy arrays of their shapes, in one transfer
     from the device (one host synchronisation, however many values)."""
-    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()]).cpu().numpy()
-    out, i = {}, 0
-    for name, v in values.items():
-        out[name] = flat[i:i + v.numel()].reshape(tuple(v.shape))
-        i += v.numel()
-    return out
+    flat, layout = pack(values)
+    return unpack(flat.cpu().numpy(), layout)
 
 
 def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
@@ -254,7 +268,9 @@ class PolicyGradientJob:
         self.cfg = cfg
         self.seeds = check_seeds(cfg, seeds)
         S, M, E, horizon = len(self.seeds), cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
-        if env_backend(cfg, S) == "torch":
+        backend = env_backend(cfg, S)
+        graphed = graph_mode(cfg, backend)  # a ConfigError before anything is built
+        if backend == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
 
             self.envs = make_torch_vec(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
@@ -269,6 +285,11 @@ class PolicyGradientJob:
         self.task = task
         self.sampler = Sampler(task, S * M, E, horizon, compile=cfg.rollout.compile)
         self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
+        #: the iteration as a CUDA graph (``run.cuda_graph``), or None: eager
+        self.graph = IterationGraph(self._iterate, self.agent.draws, torch.device(cfg.device)) if graphed else None
+        if self.graph is not None:
+            self.agent.make_capturable()
+        self._layout: list[tuple[str, tuple[int, ...]]] = []  # where each value lies in the packed iteration
         self.env_steps = [0] * S  #: env steps taken so far, each seed (all its particles)
         self.seconds = 0.0  #: training seconds so far (summed over resumes)
 
@@ -311,17 +332,20 @@ class PolicyGradientJob:
         if hooks is not None and hooks.on_rollout_start is not None:
             hooks.on_rollout_start(iteration)
         t0 = time.perf_counter()
-        batch = self.agent.collect(self.sampler, iteration)
-        t1 = time.perf_counter()
-        if hooks is not None and hooks.on_rollout_end is not None and hooks.on_rollout_end(iteration, batch) is False:
-            return None
-        stats = self.agent.update(batch, iteration, self.progress(iteration))
+        if self.graph is not None and hooks is None:  # the whole iteration, replayed
+            self.agent.prepare(iteration, self.progress(iteration))
+            host = unpack(self.graph(iteration).cpu().numpy(), self._layout)  # the one transfer
+            t1 = t2 = time.perf_counter()
+        else:
+            batch = self.agent.collect(self.sampler, iteration)
+            t1 = time.perf_counter()
+            if hooks is not None and hooks.on_rollout_end is not None and \
+                    hooks.on_rollout_end(iteration, batch) is False:
+                return None
+            stats = self.agent.update(batch, iteration, self.progress(iteration))
+            host = to_host(self._values(batch, stats))  # the one transfer
+            t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
-        train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
-        host = to_host({"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
-                        "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
-                        **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}})  # the one transfer
-        t2 = time.perf_counter()
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
                                  iteration)
         steps = host["steps"]
@@ -342,6 +366,22 @@ class PolicyGradientJob:
             rows.append(scalars)
         return rows
 
+    def _values(self, batch: Batch, stats: UpdateStats) -> dict[str, Tensor]:
+        """What the host reads of an iteration: valid steps and episode statistics per seed, the
+        update's scalars per seed, the finiteness flags."""
+        S = len(self.seeds)
+        train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
+        return {"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
+                "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
+                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}}
+
+    def _iterate(self, iteration: int) -> Tensor:
+        """One graph-safe iteration (the step sizes set before): collect, learn, and what the host
+        reads, packed in one tensor (:func:`pack`; its layout kept for :func:`unpack`)."""
+        batch = self.agent.collect(self.sampler, iteration)
+        flat, self._layout = pack(self._values(batch, self.agent.learn(batch, iteration)))
+        return flat
+
     def state_dict(self, seed_index: int = 0) -> dict:
         """Seed ``seed_index``'s state, in the single-seed format (it resumes alone)."""
         return {"agent": self.agent.state_dict(seed_index),
@@ -356,6 +396,11 @@ class PolicyGradientJob:
         progress = [s.get("progress", {}) for s in states]  # (checkpoints before total_steps existed: none)
         self.env_steps = [int(p.get("env_steps", 0)) for p in progress]
         self.seconds = float(progress[0].get("seconds", 0.0))
+        if self.graph is not None:  # the loaded state lives in new tensors: warm up and capture again
+            self.agent.draws.thaw()
+            self.graph = IterationGraph(self._iterate, self.agent.draws, self.graph.device, self.graph.capture)
+            if self.graph.capture:
+                self.agent.make_capturable()
 
     def close(self) -> None:
         if hasattr(self.task, "close"):
