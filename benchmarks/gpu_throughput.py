@@ -108,6 +108,25 @@ def graphed(device: torch.device, iterations: int, seeds: int | None = None) -> 
     return steps / (time.perf_counter() - start), static, per_iteration
 
 
+def graphed_rows(device: torch.device, args: argparse.Namespace, eager_kernels: int) -> tuple[dict, bool]:
+    """The graphed rows (one seed, ``--seeds``, 100 on cuda): env steps/s by seed count, and
+    whether every row's static state kept its storage."""
+    rows, all_static = {}, True
+    for seeds in [None, args.seeds, *([100] if device.type == "cuda" and not args.no_100 else [])]:
+        label = "one seed" if seeds is None else f"{seeds} seeds"
+        try:
+            rate, static, launches = graphed(device, args.iterations, seeds)
+        except torch.OutOfMemoryError:
+            print(f"graphed, {label}: out of device memory", flush=True)
+            continue
+        rows[seeds], all_static = rate, all_static and static
+        per_1000 = 1000 * 80_000 * (1 if seeds is None else seeds) / rate
+        print(f"graphed iteration, {label:9s}: {rate:14,.0f} env steps/s in all ({per_1000:7.1f} s per 1000 "
+              f"iterations); host launches per iteration {launches} (eager: {eager_kernels} kernels); "
+              f"static storage kept: {static}", flush=True)
+    return rows, all_static
+
+
 def eager_launches(device: torch.device) -> int:
     """Kernels an eager iteration launches (aten ops that are not views), after a warm-up."""
     trainer = Trainer(config(str(device), "torch", 1))
@@ -306,19 +325,7 @@ def main() -> None:
     print(f"{args.seeds} seeds in one batch: {seeds_rate:14,.0f} env steps/s in all "
           f"({seeds_rate / paper:.2f}x one seed)", flush=True)
     eager_kernels = eager_launches(device)
-    graph_rows, all_static = {}, True
-    for seeds in [None, args.seeds, *([100] if device.type == "cuda" and not args.no_100 else [])]:
-        label = "one seed" if seeds is None else f"{seeds} seeds"
-        try:
-            rate, static, launches = graphed(device, args.iterations, seeds)
-        except torch.OutOfMemoryError:
-            print(f"graphed, {label}: out of device memory", flush=True)
-            continue
-        graph_rows[seeds], all_static = rate, all_static and static
-        per_1000 = 1000 * 80_000 * (1 if seeds is None else seeds) / rate
-        print(f"graphed iteration, {label:9s}: {rate:14,.0f} env steps/s in all ({per_1000:7.1f} s per 1000 "
-              f"iterations); host launches per iteration {launches} (eager: {eager_kernels} kernels); "
-              f"static storage kept: {static}", flush=True)
+    graph_rows, all_static = graphed_rows(device, args, eager_kernels)
 
     bandwidth = copy_bandwidth(device)
     print(f"device copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write)", flush=True)

@@ -1,13 +1,16 @@
 """What one SVPG update reports: its diagnostics, on the device until the job reads them with
-every other logged value in one host transfer (:func:`steinrl.rl.job.to_host`)."""
+every other logged value in one host transfer (:func:`to_host`; a replayed graph's values leave
+packed, :func:`pack` and :func:`unpack`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+import torch
 from torch import Tensor
 
-__all__ = ["UpdateStats"]
+__all__ = ["UpdateStats", "pack", "unpack", "to_host"]
 
 
 @dataclass
@@ -33,3 +36,26 @@ class UpdateStats:
             rows["explained_variance"] = self.explained_variance.view(groups, -1).nanmean(1)
         rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.direction.items()})
         return rows
+
+
+def pack(values: dict[str, Tensor]) -> tuple[Tensor, list[tuple[str, tuple[int, ...]]]]:
+    """Every value of an iteration in one float64 tensor on its device, and where each lies."""
+    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()])
+    return flat, [(name, tuple(v.shape)) for name, v in values.items()]
+
+
+def unpack(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]]) -> dict[str, np.ndarray]:
+    """:func:`pack`'s values, on the host, by name."""
+    out, i = {}, 0
+    for name, shape in layout:
+        size = int(np.prod(shape, dtype=np.int64))
+        out[name] = flat[i:i + size].reshape(shape)
+        i += size
+    return out
+
+
+def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
+    """Every value of an iteration, as float64 numpy arrays of their shapes, in one transfer
+    from the device (one host synchronisation, however many values)."""
+    flat, layout = pack(values)
+    return unpack(flat.cpu().numpy(), layout)

@@ -31,7 +31,7 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import UpdateStats
+from steinrl.rl.diagnostics import UpdateStats, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -97,29 +97,6 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
         if cfg.policy.normalize_obs or cfg.update.proximal_weight:
             raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
     return seeds
-
-
-def pack(values: dict[str, Tensor]) -> tuple[Tensor, list[tuple[str, tuple[int, ...]]]]:
-    """Every value of an iteration in one float64 tensor on its device, and where each lies."""
-    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()])
-    return flat, [(name, tuple(v.shape)) for name, v in values.items()]
-
-
-def unpack(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]]) -> dict[str, np.ndarray]:
-    """:func:`pack`'s values, on the host, by name."""
-    out, i = {}, 0
-    for name, shape in layout:
-        size = int(np.prod(shape, dtype=np.int64))
-        out[name] = flat[i:i + size].reshape(shape)
-        i += size
-    return out
-
-
-def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
-    """Every value of an iteration, as float64 numpy arrays of their shapes, in one transfer
-    from the device (one host synchronisation, however many values)."""
-    flat, layout = pack(values)
-    return unpack(flat.cpu().numpy(), layout)
 
 
 def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
