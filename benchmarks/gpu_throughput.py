@@ -95,17 +95,12 @@ def graphed(device: torch.device, iterations: int, seeds: int | None = None) -> 
     ptrs = {k: v.data_ptr() for k, v in persistent_tensors(trainer.job).items()}
     with CountOps() as launches:
         trainer.step_seeds()
-    sync(device)
-    start, steps = time.perf_counter(), 0
-    for _ in range(iterations):
-        rows = trainer.step_seeds()
-        steps += sum(round(r["time/steps_per_particle"] * trainer.config.particles) for r in rows)
-    sync(device)
+    rate = timed(trainer, iterations, device)
     static = ptrs == {k: v.data_ptr() for k, v in persistent_tensors(trainer.job).items()}
     replays = 1 if device.type == "cuda" and trainer.job.graph.graph is not None else 0
     per_iteration = sum(n for op, n in launches.counts.items() if op not in VIEW_OPS) + replays
     trainer.close()
-    return steps / (time.perf_counter() - start), static, per_iteration
+    return rate, static, per_iteration
 
 
 def graphed_rows(device: torch.device, args: argparse.Namespace, eager_kernels: int) -> tuple[dict, bool]:
@@ -229,13 +224,19 @@ def seed_batch(device: torch.device, seeds: int, iterations: int) -> float:
     """Aggregate env steps/s of ``seeds`` seeds trained as one batch."""
     batch = Trainer(config(str(device), "torch", iterations), list(range(seeds)))
     batch.step_seeds()
+    rate = timed(batch, iterations, device)
+    batch.close()
+    return rate
+
+
+def timed(trainer: Trainer, iterations: int, device: torch.device) -> float:
+    """Env steps/s of ``iterations`` iterations of every seed of ``trainer``, the device synchronised."""
     sync(device)
     start, steps = time.perf_counter(), 0
     for _ in range(iterations):
-        rows = batch.step_seeds()
-        steps += sum(round(r["time/steps_per_particle"] * batch.config.particles) for r in rows)
+        rows = trainer.step_seeds()
+        steps += sum(round(r["time/steps_per_particle"] * trainer.config.particles) for r in rows)
     sync(device)
-    batch.close()
     return steps / (time.perf_counter() - start)
 
 
