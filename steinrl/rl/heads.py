@@ -114,6 +114,12 @@ class GaussianHead(PolicyHead):
         self.out_dim = int(action_space.shape[0])
         self.log_std_in_kernel = bool(log_std_in_kernel)
         self.log_std = nn.Parameter(torch.full((num_particles, self.out_dim), float(log_std_init)))
+        bounds = space_bounds(action_space)  # where actions are clipped: what the function-space kernel sees
+        low, high = (torch.full((self.out_dim,), -1.0), torch.full((self.out_dim,), 1.0)) if bounds is None else \
+            (torch.as_tensor(bounds[0]), torch.as_tensor(bounds[1]))
+        self.register_buffer("_centre", (high + low) / 2, persistent=False)
+        self.register_buffer("_half", (high - low).clamp_min(1e-6) / 2, persistent=False)
+        self._bounded = bounds is not None
 
     @staticmethod
     def supports(action_space: gym.Space) -> bool:
@@ -150,8 +156,10 @@ class GaussianHead(PolicyHead):
         return [self.log_std] if self.log_std_in_kernel else []
 
     def function(self, out: Tensor) -> Tensor:
-        """The means on the states, and the log-std where the kernel moves it (``log_std_in_kernel``)."""
-        means = out.flatten(1)
+        """The means on the states, squashed into the action bounds by tanh (bounded spaces: the
+        clipped actions do not change once a mean leaves the bounds, so the kernel does not push
+        means out there), and the log-std where the kernel moves it (``log_std_in_kernel``)."""
+        means = (torch.tanh((out - self._centre) / self._half) if self._bounded else out).flatten(1)
         return torch.cat([means, self.log_std], 1) if self.log_std_in_kernel else means
 
     def own_parameters(self) -> list[nn.Parameter]:
