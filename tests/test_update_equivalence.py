@@ -84,3 +84,29 @@ def test_bnn_regression_matches_the_code_before_the_rewrite(case):
     options = {k: v for k, v in case.items() if k not in ("method", "checksum")}
     regressor = fit_regressor(case["method"], x, y, hidden=(8,), **options)
     assert checksum(regressor.model.parameters()) == pytest.approx(case["checksum"], rel=1e-6)
+
+
+def test_a_run_of_steinrl_0_2_resumes_and_continues_as_it_would_have(tmp_path):
+    """``tests/data/run_v0_2``: a 2-iteration svgd-ppo run (reward scaling, minibatches,
+    ``update.bandwidth: s2vgd``) made by the code of commit cafe6a3, whose checkpoint keeps the
+    particle optimizer under ``svgd`` and ``own_opt``. Today's ``steinrl train --resume`` reads
+    its config (the bandwidth joins the kernel) and checkpoint, and iterations 3-4 are those of
+    the old code's straight 4-iteration run (``straight_iterations_3_4.jsonl``)."""
+    import shutil
+
+    from steinrl.run.cli import train_main
+    from steinrl.run.config import read_run_config
+
+    data = Path(__file__).parent / "data" / "run_v0_2"
+    run = tmp_path / "old"
+    run.mkdir()
+    for name in ("config.yaml", "checkpoint.pt"):
+        shutil.copy(data / name, run / name)
+    assert read_run_config(run / "config.yaml").update.kernel == {"name": "rbf", "bandwidth": "s2vgd"}
+    assert train_main(["--resume", str(run), "--iterations", "4", "--no-progress"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-2:]
+    want = [json.loads(line) for line in (data / "straight_iterations_3_4.jsonl").read_text().splitlines()]
+    for new, old in zip(rows, want):
+        for key, value in old.items():
+            if not key.startswith("time/"):
+                close(new[key], value, key)

@@ -1,30 +1,26 @@
 """Run configuration, resolved from the parts' own option declarations.
 
-A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``,
-``iterations``, ``particles``, and the job's own, e.g. ``temperature``) and one section
-per part (``rollout``, ``policy``, ``layer``, ``prior``, ``update``, ``estimator``,
-``critic``, ``run``). Which options a section has is read from the part the algorithm
-picked (``s2vgd-a2c`` -> the householder layer's ``K`` and ``scales``, the a2c
-estimator's ``gae_lambda``, ...), so there is no hand-copied list to drift;
-``docs/config.md`` is rendered from the same declarations (``python -m steinrl.run.docs``).
-
-Resolution order (later wins):
+A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``, ``iterations``,
+``particles``, the job's own such as ``temperature``) and one section per part (``rollout``,
+``policy``, ``layer``, ``prior``, ``update``, ``estimator``, ``critic``, ``run``), whose options
+are read from the parts the algorithm picked (``s2vgd-a2c``: the householder layer's ``K``, the
+a2c estimator's ``gae_lambda``, ...): no hand-copied list to drift; ``docs/config.md`` is
+rendered from the same declarations (``python -m steinrl.run.docs``). Resolution order, later wins:
 
 1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
    ``rollout.horizon`` defaults to the task's registered Gymnasium time limit
    (:func:`registered_horizon`: Hopper-v5 1000, Pendulum-v1 200, steinrl's tasks 500);
-2. ``configs/<env>.yaml`` if it exists (shipped with the package as ``steinrl.configs``);
-3. ``configs/presets/<preset>.yaml`` if a preset is named (these two serve a family of
-   algorithms and tasks: their keys an algorithm does not have are skipped);
-4. ``--config FILE`` files, in order;
-5. the command line: flags and ``--set key=value``.
+2. ``configs/<env>.yaml`` if it exists (shipped as ``steinrl.configs``), then
+   ``configs/presets/<preset>.yaml`` if a preset is named (both serve a family of algorithms
+   and tasks: their keys an algorithm does not have are skipped);
+3. ``--config FILE`` files, in order; 4. the command line: flags and ``--set key=value``.
 
-Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first
-section that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``,
-``lr`` -> ``update.lr`` and ``hidden`` -> ``policy.hidden``: the critic's come last). Values are
-checked against the declared type (``1e-3`` is read as a float, ``5e3`` as an int where
-an int is declared) and range; anything else raises :class:`~steinrl.errors.ConfigError`
-naming the key, where it came from, and what is valid.
+Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first section
+that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``, ``lr`` ->
+``update.lr``, ``hidden`` -> ``policy.hidden``: the critic's come last). Values are checked
+against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and
+range; anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where it came
+from, and what is valid.
 """
 
 from __future__ import annotations
@@ -41,8 +37,8 @@ from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
 from steinrl.run.legacy import check_moved, migrate_run_config
 
-__all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
-           "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
+__all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
+           "read_run_config", "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
 
 #: The repository's configs/ folder, installed as the package data ``steinrl.configs``.
 CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
@@ -293,8 +289,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_user_text(path: Path, what: str) -> str:
-    """A user's text file as UTF-8; unreadable or not text: a one-line :class:`ConfigError`
-    naming ``what`` (e.g. ``config file``) and ``path``."""
+    """A user's text file as UTF-8; unreadable or not text: one :class:`ConfigError` line naming ``what`` and ``path``."""
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -394,7 +389,12 @@ def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = 
 
 
 def read_run_config(path: str | Path) -> Config:
-    """Load a run directory's ``config.yaml`` (``_meta`` ignored; earlier versions' keys migrated)."""
+    """Load a run directory's ``config.yaml`` (its ``_meta`` block ignored)."""
     data = load_yaml(path)
     data.pop("_meta", None)
-    return resolve([(migrate_run_config(data), str(path))])
+    return resolve_saved(data, str(path))
+
+
+def resolve_saved(data: Mapping[str, Any], where: str) -> Config:
+    """A config a run saved (run directory, checkpoint), earlier versions' keys migrated."""
+    return resolve([(migrate_run_config(dict(data)), where)])
