@@ -289,7 +289,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_user_text(path: Path, what: str) -> str:
-    """A user's text file as UTF-8; unreadable or not text: one :class:`ConfigError` line naming ``what`` and ``path``."""
+    """A user's text file as UTF-8; unreadable or not text: one ConfigError line naming ``what`` and ``path``."""
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
