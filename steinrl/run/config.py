@@ -334,10 +334,9 @@ def env_config_path(env: str) -> Path:
     """The per-task YAML file for ``env`` (``configs/<env>.yaml``; '/' in ids becomes '_').
     A steinrl task's registered id takes its short name's file (``steinrl/CartpoleSwingUp-v0``
     -> ``CartpoleSwingUp.yaml``), so both names of a task get the same defaults."""
-    from steinrl.envs import SHORT_NAMES
+    from steinrl.envs import short_name
 
-    short = next((name for name, env_id in SHORT_NAMES.items() if env == env_id), env)
-    return CONFIG_DIR / f"{short.replace('/', '_')}.yaml"
+    return CONFIG_DIR / f"{short_name(env).replace('/', '_')}.yaml"
 
 
 def presets() -> list[str]:

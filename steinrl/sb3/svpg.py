@@ -74,10 +74,7 @@ _LOCAL_KEYS = ("run", "device")
 
 def _short_name(env_id: str) -> str:
     """steinrl ids map back to their short names (so ``configs/<Name>.yaml`` applies)."""
-    for short, full in envs.SHORT_NAMES.items():
-        if env_id == full:
-            return short
-    return env_id
+    return envs.short_name(env_id)
 
 
 def env_id_of(env: Any) -> str:
