@@ -107,7 +107,7 @@ class SVPGAgent:
             METHODS.get(method).update, self.policy.kernel_parameters() + self.prior.particle_parameters(),
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
-            max_grad_norm=getattr(self.estimator.settings, "max_grad_norm", None), finite=self.finite)
+            max_grad_norm=self.estimator.max_grad_norm, finite=self.finite)
         update = self.optimizer.update
         if update.kernel_space == "functions" and update.function_states > M * cfg.rollout.batch_size:
             raise ConfigError(f"update.function_states {update.function_states} is more states than a seed's batch "

@@ -91,6 +91,11 @@ class Estimator:
         """Advantages of every valid step of ``batch`` (and the critic's targets)."""
         raise NotImplementedError
 
+    @property
+    def max_grad_norm(self) -> float | None:
+        """The norm each particle's gradient of J is clipped to by the particle step (None: no clipping)."""
+        return None
+
     def lr_fraction(self, progress: float) -> float:
         """The share of the configured step sizes to use once ``progress`` (the fraction of the run
         done before this update) is done; the agent applies it before :meth:`update`. 1: constant."""

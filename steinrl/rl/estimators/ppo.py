@@ -92,6 +92,10 @@ class PPO(A2C):
             raise ConfigError("estimator.target_kl stops every particle of a batch together, so seeds in one batch "
                               "would stop on each other's KL: run the seeds apart, or target_kl null")
 
+    @property
+    def max_grad_norm(self) -> float | None:
+        return self.settings.max_grad_norm
+
     def lr_fraction(self, progress: float) -> float:
         """``anneal_lr``: 1 − progress, the full step sizes at the first update, linear to 0 over
         the run (CleanRL; ``progress`` is the fraction of the run done before the update)."""
