@@ -89,7 +89,10 @@ def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[st
         parts["advantages"] += t2 - t1
         parts["whole iteration"] += (t1 - t0) + (t3 - t2)
         tc = clock()
-        agent.critic.fit(compact(batch, est.advantages, est.value_targets, agent.device), it)
+        data = compact(batch, est.advantages, est.value_targets, agent.device)
+        n = data.mask.shape[1]
+        columns = agent.critic.draw_columns(n, agent.generators(it, 1)) if agent.critic.samples_columns(n) else None
+        agent.critic.fit(data, columns)
         parts["critic"] += clock() - tc
         assert bool(torch.isfinite(stats.surrogate).all())
     seconds = parts["whole iteration"]
@@ -136,7 +139,9 @@ def profile_parts(algo: str, preset: str | None, rows: int) -> None:
     batch = table("rollout", lambda: agent.collect(sampler, 2))
     est = table("advantages", lambda: agent.estimator.advantages(batch, agent.critic))
     data = compact(batch, est.advantages, est.value_targets, agent.device)
-    loss = table("critic", lambda: agent.critic.fit(data, 3))
+    n = data.mask.shape[1]
+    columns = agent.critic.draw_columns(n, agent.generators(3, 1)) if agent.critic.samples_columns(n) else None
+    loss = table("critic", lambda: agent.critic.fit(data, columns))
     agent.estimator.advantages = lambda *_: est  # the update reuses both (instance attributes, this trainer only)
     agent.critic.fit = lambda *_: loss
     table("policy update", lambda: agent.update(batch, 2))
