@@ -217,7 +217,8 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--iterations", type=int, default=10, help="timed iterations per training measurement")
     p.add_argument("--seeds", type=int, default=10)

@@ -115,7 +115,7 @@ def training_rates(args: argparse.Namespace) -> tuple[dict[str, float | str], fl
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--env", default="HalfCheetah-v5")
     p.add_argument("--algo", default="svgd-ppo")
     p.add_argument("--particles", type=int, default=16, help="M")

@@ -35,7 +35,8 @@ def seconds_per_1000(preset: str | None, overlap: bool, window: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--window", type=int, default=20, help="timed iterations per measurement")
     p.add_argument("--rounds", type=int, default=3, help="alternated rounds")

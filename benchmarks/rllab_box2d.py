@@ -300,7 +300,8 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--states", type=int, default=2000, help="states for the transition and quirk checks")
     p.add_argument("--fit", action="store_true", help="fit the damping laws to Box2D's energy curves")
     p.add_argument("--double-pendulum", action="store_true", help="also measure rllab's double pendulum")

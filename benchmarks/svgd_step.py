@@ -261,7 +261,8 @@ def size(text: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     for flag, text in (("--quick", "shorter timing runs"), ("--roofline-only", "only section 3 (the roofline)")):
         parser.add_argument(flag, action="store_true", help=text)

@@ -175,7 +175,8 @@ def raw_env(num_envs: int, total_steps: int = 400_000) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=5, help="timed paper-scale iterations per mode")
     p.add_argument("--sb3-steps", type=int, default=20_000, help="env steps of SB3 A2C to time")
     p.add_argument("--algo", default="svgd-a2c", help="steinrl algorithm of (a) and (b)")
