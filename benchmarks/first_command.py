@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     finals, bests, secs = ([r[k] for r in rows] for k in ("final", "best", "seconds"))
     reached = sum(b >= args.threshold for b in bests)
     print(f"first_command algo={args.algo} env={args.env} seeds={len(rows)} "
-          f"final_median={statistics.median(finals):.1f} final_min={min(finals):.1f} final_max={max(finals):.1f} best_median={statistics.median(bests):.1f} "
+          f"final_median={statistics.median(finals):.1f} final_min={min(finals):.1f} final_max={max(finals):.1f} "
+          f"best_median={statistics.median(bests):.1f} "
           f"best_min={min(bests):.1f} best_max={max(bests):.1f} best_at_least_{args.threshold:g}={reached}/{len(rows)} "
           f"seconds_median={statistics.median(secs):.0f} seconds_max={max(secs):.0f}")
     return 0
