@@ -68,7 +68,8 @@ def sync(device: torch.device) -> None:
 
 def config(device: str, backend: str, iterations: int, compile_: bool = False):
     return load_config(ALGO, ENV, {"iterations": iterations + 1, "device": device, "rollout.env_backend": backend,
-                                   "rollout.compile": compile_, "run.progress": False}, preset=PRESET)
+                                   "rollout.compile": compile_, "run.progress": False,
+                                   "run.threads": torch.get_num_threads()}, preset=PRESET)  # the thread count set here
 
 
 #: aten ops that only make a view (no kernel, no memory traffic)

@@ -292,7 +292,9 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
     from steinrl.run.trainer import Trainer
 
     torch.set_num_threads(1)
-    cfg = load_config(algo, VARIANT_IDS[variant], {"seed": seed, "iterations": iterations, "horizon": 500})
+    # the papers' whole episodes, as this comparison ran (the swing-ups' files now default to continuing sampling)
+    cfg = load_config(algo, VARIANT_IDS[variant], {"seed": seed, "iterations": iterations, "horizon": 500,
+                                                   "rollout.sampling": "whole_episodes", "envs_per_particle": 10})
     trainer = Trainer(cfg)
     curve = [trainer.step()["rollout/ep_rew_max_particle"] for _ in range(iterations)]
     trainer.close()

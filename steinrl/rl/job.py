@@ -330,7 +330,7 @@ class PolicyGradientJob:
                         **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}})  # the one transfer
         t2 = time.perf_counter()
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
-                                 iteration)
+                                 iteration + 1)  # messages count iterations from 1
         steps = host["steps"]
         self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
         self.seconds += t2 - t0

@@ -68,9 +68,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; Ray "
            "spends ~0.1 s on each result, so tasks of many short iterations report every 100 or so).",
            check=at_least_one),
-    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small: 1 is "
-           "fastest on the papers' tasks; a MuJoCo PPO update gains from 2 on 2 cores, docs/benchmarks.md).",
-           check=non_negative),
+    Option("threads", int, 1, "Torch intra-op CPU threads, set for the process by every Trainer (the CLI, the "
+           "Python API, SB3's SVPG, sweep trials alike; 0: leave torch's own or the caller's setting). 1 is fastest "
+           "on the papers' tasks and never oversubscribes a busy machine; a MuJoCo PPO update gains from 2 on an "
+           "idle 2-core one (docs/benchmarks.md).", check=non_negative),
 )
 
 

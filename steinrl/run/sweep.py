@@ -219,7 +219,8 @@ def make_trials(spec: Spec) -> list[dict[str, Any]]:
 def trial_config(trial: dict[str, Any], search: dict[str, Any] | None = None, where: str = "the sweep spec") -> Config:
     """The resolved config of one trial (a dict of :func:`make_trials`) with sampled ``search`` values:
     ``load_config`` with the spec's keys as the last layer (errors name ``where`` as their source)."""
-    overrides = {**trial["overrides"], **(search or {}), "seed": trial["seed"]}
+    # run.threads: the trial's CPUs (the Trainer sets it), unless the spec sets it itself
+    overrides = {"run.threads": trial["threads"], **trial["overrides"], **(search or {}), "seed": trial["seed"]}
     try:
         return load_config(trial["algo"], trial["env"], overrides, preset=trial["preset"])
     except ConfigError as exc:
@@ -228,7 +229,6 @@ def trial_config(trial: dict[str, Any], search: dict[str, Any] | None = None, wh
 
 def _define_trainable() -> type:
     """Define :data:`SteinTrainable` (imports Ray Tune, starts nothing)."""
-    import torch
     from ray import tune
 
     from steinrl.run.trainer import Trainer
@@ -241,7 +241,6 @@ def _define_trainable() -> type:
         """
 
         def setup(self, config: dict[str, Any]) -> None:
-            torch.set_num_threads(int(config["trial"]["threads"]))
             self.trainer = Trainer(trial_config(config["trial"], config.get("search")))
 
         def step(self) -> dict[str, Any]:  # run.report_every trainer iterations, the last one's metrics

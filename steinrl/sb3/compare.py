@@ -151,6 +151,10 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
         if value is not None and not low <= value < 2**31:
             raise ConfigError(f"{flag} must be in [{low}, 2**31), got {value}")
     check_device(args.device)
+    for path in args.paths:
+        if not Path(path).exists():
+            raise ConfigError(f"{path}: no run, checkpoint or folder there (give a run directory, a checkpoint.pt, a "
+                              "logdir or a sweep's output directory)")
     if args.out is None and not (len(args.paths) == 1 and Path(args.paths[0]).is_dir()):
         raise ConfigError("give --out FILE.csv (the default, PATH/comparison.csv, needs a single directory PATH)")
     out = Path(args.out) if args.out else Path(args.paths[0]) / "comparison.csv"
