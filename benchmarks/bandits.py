@@ -261,7 +261,7 @@ def write_table(path: Path, header: dict[str, str], specs, deltas, rows) -> None
     path.write_text("\n".join(lines) + "\n")
 
 
-def plot_curves(path: Path, header: dict[str, str], specs, deltas, results) -> None:  # noqa: ANN001
+def plot_curves(path: Path, header: dict[str, str], specs, deltas, results):  # noqa: ANN001, ANN201
     """Cumulative regret, mean ± s.e. over seeds, one panel per delta (off-scale agents in their own;
     at most three panels a row; no band for fewer than 3 seeds)."""
     from steinrl.run.plotting import Curve, Panel, draw_panels
@@ -278,7 +278,7 @@ def plot_curves(path: Path, header: dict[str, str], specs, deltas, results) -> N
                                 data_low=values.min(0), data_high=values.max(0)))
         title = header["env"] + ("" if delta is None else f" (delta={delta})") + f", {header['protocol']}"
         panels.append(Panel(title, "round", "cumulative regret", curves))
-    draw_panels(panels, path, band=f"mean ± s.e. over seeds {header['seeds']}")
+    return draw_panels(panels, path, band=f"mean ± s.e. over seeds {header['seeds']}")
 
 
 def _command(argv: list[str]) -> str:

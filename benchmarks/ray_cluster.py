@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""A sweep on a multi-node Ray cluster: trials spread over the nodes, survive losing one, and
+give the numbers a one-node run gives.
+
+    python benchmarks/ray_cluster.py                    # the smoke spec's 4 trials, 40 iterations each
+    python benchmarks/ray_cluster.py --iterations 20 --out /tmp/ray_cluster
+
+Starts a local cluster with ``ray.cluster_utils.Cluster`` (Ray's own way of testing several
+nodes on one machine, as RLlib's and Ray Train's tests do): a head node with no CPUs, so that
+no trial can run there, and two worker nodes with one CPU each, all on 127.0.0.1. Then:
+
+1. runs the smoke spec (configs/sweeps/smoke.yaml: 2 algos x 2 seeds on Cartpole, tiny
+   batches) with ``--iterations`` iterations per trial and a checkpoint every 5, as
+   ``steinrl sweep SPEC --address <the head>``;
+2. as soon as the two trials under way (one on each worker node) have each written a
+   checkpoint, kills the first worker node (``Cluster.remove_node``: its raylet and the
+   trial's actor die);
+3. checks that trials ran on both worker nodes (each trial's ``result.json`` records the
+   node id of every iteration), that every trial finished, and that the killed node's trial
+   went on from its checkpoint on the other node (``iterations_since_restore`` back at 1 at
+   an iteration past 1; Ray Tune retries a trial whose node died, ``max_failures`` in the spec);
+4. compares ``results.csv`` with the same spec run on one node (a local Ray, run first):
+   equal in every column but the timings (``time/*``, ``wall_s``), the trial ids and the node.
+
+The cluster's nodes share this machine's file system, so the sweep's ``out/ray/`` is shared
+storage here; docs/sweeps.md says what a real cluster needs. Last line:
+``ray_cluster nodes=2 trials=N nodes_used=K node_killed=1 finished=F equal=1`` (exit 0 when
+nodes_used=2, node_killed=1, finished=N and equal=1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from steinrl.run.sweep import RAY_ENV  # noqa: E402
+
+COMMAND = [sys.executable, "-c", "from steinrl.run.cli import main; main()", "sweep"]
+
+
+def write_spec(work: Path, iterations: int) -> Path:
+    """The smoke spec with ``iterations`` per trial and a checkpoint every 5 results."""
+    spec = yaml.safe_load((ROOT / "configs" / "sweeps" / "smoke.yaml").read_text())
+    spec.update(iterations=iterations, checkpoint_every=5)
+    spec.pop("out", None)
+    path = work / "cluster.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def trial_rows(out: Path) -> dict[str, list[dict]]:
+    """Trial directory name -> the rows of its result.json (Ray's per-result record)."""
+    rows = {}
+    for path in sorted(out.glob("ray/*/*/result.json")):
+        rows[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def table(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    """results.csv as (algo, seed, iteration) -> the columns that measure neither time nor place."""
+    with open(out / "results.csv") as f:
+        return {(r["algo"], r["seed"], r["iteration"]): {
+            k: v for k, v in r.items() if not k.startswith("time/") and k not in ("wall_s", "trial_id", "node_id")}
+            for r in csv.DictReader(f)}
+
+
+def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen, timeout: float) -> str | None:  # noqa: ANN001
+    """Once two trials (one on each worker node: a worker has one CPU) have written a checkpoint and
+    are far from done, remove the first worker node; its id. (Ray Tune copies result.json to the
+    sweep's directory only now and then: the checkpoints, which each trial writes there itself, tell
+    how far the trials are.)"""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        counts = [len(list(d.glob("checkpoint_*"))) for d in (out / "ray").glob("*/*") if d.is_dir()]
+        if sum(1 <= n <= 2 for n in counts) == 2:  # two trials under way (of 8 checkpoints each), past their first
+            node = workers[0]
+            cluster.remove_node(node, allow_graceful=False)
+            print(f"killed worker node {node.node_id[:12]} mid-trial (checkpoints written: {sorted(counts)})",
+                  flush=True)
+            return node.node_id
+        time.sleep(0.05)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
+    p.add_argument("--out", help="working directory (default: a temporary one)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds a sweep may take (default 600)")
+    args = p.parse_args(argv)
+    if args.iterations < 10:
+        p.error("--iterations must be >= 10 (a kill must land between a trial's first checkpoint and its end)")
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    # every address on the loopback: Ray otherwise replaces 127.0.0.1 by this machine's own IP when it
+    # connects (services.resolve_ip_for_localhost); this setting (Ray's for clusters on one laptop) keeps
+    # 127.0.0.1. Set before ray is imported, here and in the sweep's process.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    work = Path(args.out or tempfile.mkdtemp(prefix="ray_cluster-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spec = write_spec(work, args.iterations)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+
+    t0 = time.perf_counter()  # the one-node reference first: a local Ray, before the cluster exists
+    one = subprocess.run([*COMMAND, str(spec), "--out", str(work / "one_node")], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=args.timeout)
+    print(f"one node: exit {one.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+
+    import ray._private.utils
+    from ray.cluster_utils import Cluster
+
+    # Cluster writes its address to /tmp/ray/ray_current_cluster, where any other ray.init() on this machine
+    # would find it and join this cluster: the sweep gets --address instead
+    ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+    t0 = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1",
+                                                            "include_dashboard": False})
+    try:
+        workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
+        cluster.wait_for_nodes()
+        print(f"cluster at {cluster.address}: a head with 0 CPUs, worker nodes "
+              f"{', '.join(w.node_id[:12] for w in workers)} with 1 CPU each ({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([*COMMAND, str(spec), "--out", str(work / "cluster"), "--address", cluster.address],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        killed = kill_a_busy_worker(cluster, workers, work / "cluster", proc, args.timeout)
+        _, err = proc.communicate(timeout=args.timeout)
+        print(f"cluster sweep: exit {proc.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+    finally:
+        cluster.shutdown()
+
+    rows = trial_rows(work / "cluster")
+    worker_ids = {w.node_id for w in workers}
+    used = {r["node_id"] for trial in rows.values() for r in trial if r.get("node_id") in worker_ids}
+    finished = sum(bool(trial and trial[-1].get("done")) for trial in rows.values())
+    for name, trial in rows.items():
+        nodes = list(dict.fromkeys(r["node_id"][:12] for r in trial))
+        restores = [r["training_iteration"] for r in trial if r["iterations_since_restore"] == 1
+                    and r["training_iteration"] > 1]
+        print(f"  {name}: nodes {' -> '.join(nodes)}" + (f", went on from its checkpoint at iteration "
+                                                         f"{', '.join(map(str, restores))}" if restores else ""))
+    went_on = any(r["iterations_since_restore"] == 1 and r["training_iteration"] > 1
+                  for trial in rows.values() for r in trial)
+    a, b = (table(work / d) if (work / d / "results.csv").is_file() else {} for d in ("one_node", "cluster"))
+    equal = bool(a) and a == b and len(a) == len(rows) * args.iterations
+    if proc.returncode != 0:
+        print(err.strip()[-2000:], file=sys.stderr)
+    print(f"ray_cluster nodes={len(workers)} trials={len(rows)} nodes_used={len(used)} "
+          f"node_killed={int(killed is not None)} finished={finished} equal={int(equal)}")
+    if killed is not None and not went_on:
+        print("the killed node's trial did not go on from a checkpoint", file=sys.stderr)
+    ok = len(used) == 2 and killed is not None and went_on and finished == len(rows) == 4 and equal
+    return 0 if ok and one.returncode == 0 and proc.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
