@@ -224,7 +224,7 @@ def main() -> None:
           f"paper against {paper_envs} envs: {paper / env:.3f}")
     for name, parts in (("fast", fast_parts), ("paper", paper_parts)):
         print(f"(e) {name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()))
-    run_s = {name: run_seconds(args.algo, preset, args.window) for name, preset in (("fast", "fast"), ("paper", "paper"))}
+    run_s = {name: run_seconds(args.algo, name, args.window) for name in ("fast", "paper")}
     print(f"(f) 1000 iterations, from {args.window} timed: fast {run_s['fast']:.1f} s, paper {run_s['paper']:.1f} s")
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"train_throughput ours_fast={fast:.0f} ours_paper={paper:.0f} sb3_a2c={sb3:.0f} env={env:.0f} "

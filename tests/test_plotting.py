@@ -215,8 +215,9 @@ def test_bandit_and_docs_figures_read_at_page_width(tmp_path):
 
     figures = load_script("docs_figures")
     source = tmp_path / "learning.json"
-    source.write_text(json.dumps({"paper": {"Cartpole": {"svgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 2.0, 4.0]},
-                                                         "s2vgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 3.0, 3.5]}}}}))
+    runs = {"svgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 2.0, 4.0]},
+            "s2vgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 3.0, 3.5]}}
+    source.write_text(json.dumps({"paper": {"Cartpole": runs}}))
     readable(figures.learning_figure(tmp_path / "cartpole.png", source), 1)
 
 
