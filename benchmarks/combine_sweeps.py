@@ -17,7 +17,7 @@ make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` 
 
 ``--archive`` writes ``results.csv.gz`` with only each trial's headline metric instead of
 ``results.csv`` (a sweep's full ``results.csv`` is ~0.7 MB per trial; the archive ~13 kB):
-the form in which docs/study/ keeps the study behind docs/results.md, so that its tables
+the form in which docs/study/ keeps the studies of docs/results/, so that their tables
 can be re-made, and combined, from the repository alone:
 
     python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out docs/study/exact_10seeds

@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
 
 from steinrl.core.svgd import svgd_direction  # noqa: E402
+from steinrl.rl.graph import WARMUP, IterationGraph, persistent_tensors  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
@@ -66,10 +67,70 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def config(device: str, backend: str, iterations: int, compile_: bool = False):
-    return load_config(ALGO, ENV, {"iterations": iterations + 1, "device": device, "rollout.env_backend": backend,
-                                   "rollout.compile": compile_, "run.progress": False,
-                                   "run.threads": torch.get_num_threads()}, preset=PRESET)  # the thread count set here
+def config(device: str, backend: str, iterations: int, compile_: bool = False, graph: str = "off"):
+    return load_config(ALGO, ENV, {"iterations": iterations + 1 + WARMUP, "device": device,
+                                   "rollout.env_backend": backend, "rollout.compile": compile_,
+                                   "run.cuda_graph": graph, "run.progress": False,
+                                   "run.threads": torch.get_num_threads()}, preset=PRESET)  # the count set here
+
+
+def graphed_trainer(device: torch.device, iterations: int, seeds: int | None = None) -> Trainer:
+    """A trainer whose iterations are one replayed CUDA graph (on the CPU: the graph-safe
+    iteration run eagerly from static draws, everything but the capture)."""
+    cfg = config(str(device), "torch", iterations, graph="on" if device.type == "cuda" else "off")
+    trainer = Trainer(cfg, None if seeds is None else list(range(seeds)))
+    if device.type != "cuda":
+        job = trainer.job
+        job.graph = IterationGraph(job._iterate, job.agent.draws, device, capture=False)
+    return trainer
+
+
+def graphed(device: torch.device, iterations: int, seeds: int | None = None) -> tuple[float, bool, int]:
+    """Graphed iterations: env steps/s (all seeds), whether the static state kept its storage over
+    the timed iterations, and the host's kernel launches per iteration (the draws, and the replay)."""
+    trainer = graphed_trainer(device, iterations, seeds)
+    for _ in range(WARMUP + 1):  # warm-up, capture and its first replay
+        trainer.step_seeds()
+    if trainer.job.graph.failed:
+        print(f"  (capture failed: {trainer.job.graph.failed})", flush=True)
+    ptrs = {k: v.data_ptr() for k, v in persistent_tensors(trainer.job).items()}
+    with CountOps() as launches:
+        trainer.step_seeds()
+    rate = timed(trainer, iterations, device)
+    static = ptrs == {k: v.data_ptr() for k, v in persistent_tensors(trainer.job).items()}
+    replays = 1 if device.type == "cuda" and trainer.job.graph.graph is not None else 0
+    per_iteration = sum(n for op, n in launches.counts.items() if op not in VIEW_OPS) + replays
+    trainer.close()
+    return rate, static, per_iteration
+
+
+def graphed_rows(device: torch.device, args: argparse.Namespace, eager_kernels: int) -> tuple[dict, bool]:
+    """The graphed rows (one seed, ``--seeds``, 100 on cuda): env steps/s by seed count, and
+    whether every row's static state kept its storage."""
+    rows, all_static = {}, True
+    for seeds in [None, args.seeds, *([100] if device.type == "cuda" and not args.no_100 else [])]:
+        label = "one seed" if seeds is None else f"{seeds} seeds"
+        try:
+            rate, static, launches = graphed(device, args.iterations, seeds)
+        except torch.OutOfMemoryError:
+            print(f"graphed, {label}: out of device memory", flush=True)
+            continue
+        rows[seeds], all_static = rate, all_static and static
+        per_1000 = 1000 * 80_000 * (1 if seeds is None else seeds) / rate
+        print(f"graphed iteration, {label:9s}: {rate:14,.0f} env steps/s in all ({per_1000:7.1f} s per 1000 "
+              f"iterations); host launches per iteration {launches} (eager: {eager_kernels} kernels); "
+              f"static storage kept: {static}", flush=True)
+    return rows, all_static
+
+
+def eager_launches(device: torch.device) -> int:
+    """Kernels an eager iteration launches (aten ops that are not views), after a warm-up."""
+    trainer = Trainer(config(str(device), "torch", 1))
+    trainer.step()
+    with CountOps() as recorder:
+        trainer.step()
+    trainer.close()
+    return sum(n for op, n in recorder.counts.items() if op not in VIEW_OPS)
 
 
 #: aten ops that only make a view (no kernel, no memory traffic)
@@ -164,13 +225,19 @@ def seed_batch(device: torch.device, seeds: int, iterations: int) -> float:
     """Aggregate env steps/s of ``seeds`` seeds trained as one batch."""
     batch = Trainer(config(str(device), "torch", iterations), list(range(seeds)))
     batch.step_seeds()
+    rate = timed(batch, iterations, device)
+    batch.close()
+    return rate
+
+
+def timed(trainer: Trainer, iterations: int, device: torch.device) -> float:
+    """Env steps/s of ``iterations`` iterations of every seed of ``trainer``, the device synchronised."""
     sync(device)
     start, steps = time.perf_counter(), 0
     for _ in range(iterations):
-        rows = batch.step_seeds()
-        steps += sum(round(r["time/steps_per_particle"] * batch.config.particles) for r in rows)
+        rows = trainer.step_seeds()
+        steps += sum(round(r["time/steps_per_particle"] * trainer.config.particles) for r in rows)
     sync(device)
-    batch.close()
     return steps / (time.perf_counter() - start)
 
 
@@ -226,6 +293,7 @@ def main() -> None:
     p.add_argument("--svgd-repeats", type=int, default=5)
     p.add_argument("--svgd-cpu-limit", type=float, default=3e8, help="on cpu, skip SVGD cases with M*D above this")
     p.add_argument("--full-svgd", action="store_true", help="run every SVGD case on cpu too")
+    p.add_argument("--no-100", action="store_true", help="skip the 100-seed graphed row (run on cuda only)")
     args = p.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -259,6 +327,8 @@ def main() -> None:
     seeds_rate = seed_batch(device, args.seeds, max(2, args.iterations // 3))
     print(f"{args.seeds} seeds in one batch: {seeds_rate:14,.0f} env steps/s in all "
           f"({seeds_rate / paper:.2f}x one seed)", flush=True)
+    eager_kernels = eager_launches(device)
+    graph_rows, all_static = graphed_rows(device, args, eager_kernels)
 
     bandwidth = copy_bandwidth(device)
     print(f"device copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write)", flush=True)
@@ -276,7 +346,12 @@ def main() -> None:
                 big = (ms, bound / ms)
     peak = peak_memory_mb(device)
     print(f"peak {'device memory' if device.type == 'cuda' else 'RSS'}: {peak:.0f} MB")
+    one = graph_rows.get(None, math.nan)
     print(f"gpu_throughput device={name.replace(' ', '_')} paper_steps_per_s={paper:.0f} "
+          f"graph_steps_per_s={one:.0f} graph_1000_its_s={80e6 / one:.1f} "
+          f"graph_seeds10_steps_per_s={graph_rows.get(args.seeds, math.nan):.0f} "
+          f"graph_seeds100_steps_per_s={graph_rows.get(100, math.nan):.0f} eager_kernels_per_iteration={eager_kernels} "
+          f"graph_static={int(all_static and bool(graph_rows))} "
           f"eager_ops_per_step={kernels:.1f} compiled_step_kernels={compiled} syncs_per_iteration={syncs} "
           f"seeds10_steps_per_s={seeds_rate:.0f} env_steps_per_s={env_one:.0f} fraction_of_env={paper / env_one:.3f} "
           f"svgd_m1024_d1e6_ms={big[0]:.2f} svgd_bound_fraction={big[1]:.3f} peak_mem_mb={peak:.0f}")

@@ -2,6 +2,7 @@
 
     python benchmarks/uci.py --data benchmarks/data/uci/yacht --splits 20
     python benchmarks/uci.py --data benchmarks/data/uci/energy --methods svgd,s2vgd --prior invgamma
+    python benchmarks/uci.py --data benchmarks/data/uci/yacht --splits 20 --methods svgd --update kernel_space=functions
 
 For each method and split k: a random 90/10 train/test split with seed k
 (:func:`steinrl.bayes.regression.split_indices`), inputs/targets standardised with the
@@ -11,16 +12,26 @@ after the last epoch. Splits run in parallel over ``--jobs`` processes with one 
 
 How long: about ``splits x (sum of the methods' seconds per split) / jobs``. With all eight
 methods, ``--splits 20`` takes about 30-35 minutes on 2 cores (``--jobs 2``) for yacht and
-about 10 minutes for energy (docs/results.md gives each method's seconds per split); the
+about 10 minutes for energy (docs/results/uci.md gives each method's seconds per split); the
 first line says the estimate for the run at hand.
+
+``--update KEY=VALUE`` (repeatable) sets an option of the Stein methods' particle update (the
+``update`` config section's but the kernel, which stays the RBF with the S²VGD bandwidth
+rule: ``kernel_space``, ``function_states``, ``function_driving``, ...), passed to
+:func:`~steinrl.bayes.regression.fit_regressor` as ``update_options``; e.g.
+``--update kernel_space=functions`` puts the kernel on the particles' predictions at each
+minibatch's first B inputs. The other methods have no Stein update and ignore it.
 
 Prints one line per finished split, then one summary line per method (the last lines)::
 
-    uci set=<name> method=<m> splits=<n> rmse=<mean> rmse_se=<se> test_ll=<mean> seconds_per_split=<s>
+    uci set=<name> method=<m> [update.<key>=<value> ...] splits=<n> rmse=<mean> rmse_se=<se> test_ll=<mean>
+        seconds_per_split=<s>
 
+(one line each; ``update.<key>=<value>`` for a Stein method run with ``--update``)
 and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
-(default runs/benchmarks/; rows keyed by method and prior, so a rerun replaces its own rows
-and keeps the others). ``--update-docs`` refreshes the same section of docs/results.md.
+(default runs/benchmarks/; rows keyed by method, its update options and prior, so a rerun
+replaces its own rows and keeps the others: ``svgd`` and ``svgd update.kernel_space=functions``
+are two rows). ``--update-docs`` refreshes the same section of docs/results/uci.md.
 
 Every argument and every file of ``--data`` is checked before the first fit: a missing,
 wrong-kind, unreadable or empty file, a value that is not a finite number (named by file,
@@ -38,19 +49,23 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
+from steinrl.core.methods import METHODS  # noqa: E402
+from steinrl.core.updates import UPDATES  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
+from steinrl.registry import coerce  # noqa: E402
 from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
 from steinrl.run.config import read_user_text  # noqa: E402
 
 #: S²VGD paper, table 1: test RMSE of S²VGD and SVGD (the issue's reference figures).
 TABLE1 = {"yacht": (0.47, 0.86), "energy": (0.38, 1.37), "boston": (2.56, 2.96), "concrete": (4.25, 5.32)}
 #: Seconds per split of each method on one core of the 2-core machine, two splits side by side
-#: (docs/results.md, 20 splits at the default epochs): the start line's time estimate.
+#: (docs/results/uci.md, 20 splits at the default epochs): the start line's time estimate.
 SECONDS_PER_SPLIT = {
     "yacht": {"svgd": 13.3, "s2vgd": 24.3, "vmg": 18.2, "kron": 35.0, "bbb": 16.6, "badam": 6.0, "kflow": 17.6,
               "rdp": 46.5},
@@ -75,11 +90,47 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
+def is_stein(method: str) -> bool:
+    """True for a particle method moved by the Stein update (``--update`` applies to it)."""
+    return method in PARTICLE_METHODS and METHODS.get(method).update == "stein"
+
+
+def parse_update(items: list[str], batch_size: int) -> dict:
+    """``--update KEY=VALUE`` items as checked options of the Stein update (YAML values; one
+    :class:`ConfigError` line for an unknown key, a bad value, or function_states above the batch)."""
+    options = {o.name: o for o in UPDATES.get("stein").options if o.name != "kernel"}
+    out: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--update expects KEY=VALUE, got {item!r}")
+        if key not in options:
+            raise ConfigError(f"--update {key}: not an option of the Stein update; its options: {', '.join(options)}")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"--update {key}: cannot parse value {raw!r}") from None
+        out[key] = coerce(options[key], value, key, "--update", out.get(key))
+    if out.get("function_states", 0) > batch_size:
+        raise ConfigError(f"--update function_states={out['function_states']} is larger than the minibatch "
+                          f"(--batch-size {batch_size}): B states are drawn from each minibatch")
+    return out
+
+
+def method_label(method: str, update: dict) -> str:
+    """The method's name in the table and the summary lines: with its ``--update`` options if it is a Stein method."""
+    extra = " ".join(f"update.{k}={v}" for k, v in update.items()) if is_stein(method) else ""
+    return " ".join(part for part in (method, extra) if part)
+
+
 def run_split(data_dir: str, method: str, split: int, options: dict) -> tuple[str, int, float, float, float]:
     """Fit one method on one split: ``(method, split, rmse, test_ll, seconds)``."""
     start = time.perf_counter()
     X, y, _ = load_uci(data_dir)
     train, test = split_indices(len(y), split)
+    if not is_stein(method):
+        options = {k: v for k, v in options.items() if k != "update_options"}
     reg = fit_regressor(method, X[train], y[train], seed=split, **options)
     rmse, ll = reg.rmse(X[test], y[test]), reg.test_log_likelihood(X[test], y[test])
     return method, split, rmse, ll, time.perf_counter() - start
@@ -102,14 +153,14 @@ def write_section(path: Path, name: str, rows: dict[tuple[str, str], str], note:
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
         for line in lines[start + 1:end]:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and len(cells) > 2 and cells[0] in REGRESSION_METHODS:
+            if line.startswith("| ") and len(cells) > 2 and cells[0].split(" ")[0] in REGRESSION_METHODS:
                 old[(cells[0], cells[1])] = line
         before, after = lines[:start], lines[end:]
     else:
         before, after = lines + [""], []
     merged = {**old, **rows}
     order = {m: i for i, m in enumerate(REGRESSION_METHODS)}
-    keys = sorted(merged, key=lambda k: (k[1] != "joint", order.get(k[0], 99), k[1]))
+    keys = sorted(merged, key=lambda k: (k[1] != "joint", order.get(k[0].split(" ")[0], 99), k[0], k[1]))
     s2, sv = TABLE1.get(name, (None, None))
     ref = (f"S²VGD paper table 1 (test RMSE): S²VGD {s2}, SVGD {sv}. " if s2 is not None else "")
     section = [title, "", ref + note, "",
@@ -170,8 +221,12 @@ def parse_args(argv: list[str] | None):  # noqa: ANN201
     parser.add_argument("--noise-scale", type=float, default=10.0,
                         help="log γ = noise_scale · (optimised coordinate); see fit_regressor")
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--update", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the Stein methods' particle update, e.g. kernel_space=functions, "
+                             "function_states=32 (repeatable; the other methods ignore it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
-    parser.add_argument("--update-docs", action="store_true", help="also refresh the set's section of docs/results.md")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also refresh the set's section of docs/results/uci.md")
     args = parser.parse_args(argv)
     for flag, value in (("--splits", args.splits), ("--epochs", args.epochs), ("--jobs", args.jobs),
                         ("--particles", args.particles), ("--batch-size", args.batch_size)):
@@ -184,6 +239,10 @@ def parse_args(argv: list[str] | None):  # noqa: ANN201
     unknown = [m for m in args.methods if m not in REGRESSION_METHODS]
     if unknown or not args.methods:
         raise ConfigError(f"--methods: unknown method(s) {unknown}; choices: {','.join(REGRESSION_METHODS)}")
+    args.update = parse_update(args.update, args.batch_size)
+    if args.update and not any(is_stein(m) for m in args.methods):
+        raise ConfigError(f"--update sets the Stein update's options; --methods {','.join(args.methods)} has no "
+                          f"Stein method ({', '.join(m for m in PARTICLE_METHODS if is_stein(m))})")
     output_dir(args.out, "--out")
     return args
 
@@ -197,7 +256,8 @@ def run_all(args, options: dict, tasks: list[tuple[str, int]], name: str) -> dic
         for future in as_completed(futures):
             m, k, rmse, ll, sec = future.result()
             results[m].append((rmse, ll, sec))
-            print(f"  {name} {m} split={k} rmse={rmse:.4f} test_ll={ll:.4f} seconds={sec:.1f}", flush=True)
+            print(f"  {name} {method_label(m, args.update)} split={k} rmse={rmse:.4f} test_ll={ll:.4f} "
+                  f"seconds={sec:.1f}", flush=True)
     return results
 
 
@@ -223,13 +283,15 @@ def main(argv: list[str] | None = None) -> int:
     n_train = len(split_indices(len(y), 0)[0])
     epochs = args.epochs or default_epochs(n_train, args.batch_size)
     options = dict(hidden=(50,), particles=args.particles, epochs=epochs, batch_size=args.batch_size,
-                   lr=args.lr, prior=args.prior, optimizer="adam", noise_scale=args.noise_scale)
+                   lr=args.lr, prior=args.prior, optimizer="adam", noise_scale=args.noise_scale,
+                   update_options=args.update)
+    update = "".join(f" update.{k}={v}" for k, v in args.update.items())
     print(f"uci set={name} n={len(y)} d={X.shape[1]} n_train={n_train} epochs={epochs} splits={splits} "
-          f"methods={','.join(args.methods)} prior={args.prior} lr={args.lr} jobs={args.jobs}", flush=True)
+          f"methods={','.join(args.methods)} prior={args.prior} lr={args.lr} jobs={args.jobs}{update}", flush=True)
     per_split = SECONDS_PER_SPLIT.get(name, SECONDS_PER_SPLIT["yacht"])  # other sets: yacht's, the slower
     minutes = splits * sum(per_split.get(m, 20.0) for m in args.methods) / min(args.jobs, 2) / 60
     print(f"uci: {splits} splits x {len(args.methods)} methods take about {max(1, round(minutes))} minutes on a "
-          f"2-core machine at --jobs {min(args.jobs, 2)} (docs/results.md's seconds per split"
+          f"2-core machine at --jobs {min(args.jobs, 2)} (docs/results/uci.md's seconds per split"
           f"{'' if name in SECONDS_PER_SPLIT else ', measured on yacht'})", flush=True)
     results = run_all(args, options, [(m, k) for k in range(splits) for m in args.methods], name)
     command = _command(argv)
@@ -238,16 +300,17 @@ def main(argv: list[str] | None = None) -> int:
         (rmse, rmse_se), (ll, ll_se) = _mean_se([r[0] for r in results[m]]), _mean_se([r[1] for r in results[m]])
         sec = float(np.mean([r[2] for r in results[m]]))
         prior = args.prior if m in PARTICLE_METHODS else "-"
-        rows[(m, prior)] = (f"| {m} | {prior} | {splits} | {epochs} | {rmse:.3f} | {rmse_se:.3f} | {ll:.3f} | "
-                            f"{ll_se:.3f} | {sec:.1f} | `{command}` |")
-        summary.append(f"uci set={name} method={m} splits={splits} rmse={rmse:.4f} rmse_se={rmse_se:.4f} "
-                       f"test_ll={ll:.4f} seconds_per_split={sec:.2f}")
+        label = method_label(m, args.update)
+        rows[(label, prior)] = (f"| {label} | {prior} | {splits} | {epochs} | {rmse:.3f} | {rmse_se:.3f} | {ll:.3f} | "
+                                f"{ll_se:.3f} | {sec:.1f} | `{command}` |")
+        summary.append(f"uci set={name} method={label} splits={splits} rmse={rmse:.4f} "
+                       f"rmse_se={rmse_se:.4f} test_ll={ll:.4f} seconds_per_split={sec:.2f}")
     note = (f"Protocol: 90/10 splits with seed = split index, 50 ReLU units, M = {args.particles} particles, "
             f"batch {args.batch_size}, Adam lr {args.lr}, noise_scale {args.noise_scale}, RMSE/log-lik on "
             f"the test split after the last epoch. Seconds per split: wall time of one fit + evaluation in a "
             f"one-thread worker.")
     targets = [output_dir(args.out, "--out", create=True) / f"uci_{name}.md"]
-    targets += [ROOT / "docs" / "results.md"] if args.update_docs else []
+    targets += [ROOT / "docs" / "results" / "uci.md"] if args.update_docs else []
     for path in targets:
         write_section(path, name, rows, note)
     print(f"wrote {', '.join(map(str, targets))}")

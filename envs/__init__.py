@@ -4,7 +4,8 @@
 ``steinrl/DoublePendulum-v0`` (exact physics), and ``steinrl/CartpoleRllab-v0`` and
 ``steinrl/CartpoleSwingUpRllab-v0`` (with rllab's Box2D damping, for comparisons with the
 papers) with Gymnasium, each with a single-env ``entry_point`` and a numpy
-``vector_entry_point``::
+``vector_entry_point``, and the sparse-reward MuJoCo task ``steinrl/SparseHalfCheetah-v0``
+(:mod:`steinrl.envs.sparse_mujoco`, an ``entry_point`` only: it needs the ``mujoco`` extra)::
 
     import steinrl.envs as envs
     vec = envs.make_vec("CartpoleSwingUp", num_envs=160)   # or any Gymnasium id
@@ -28,15 +29,18 @@ from .cartpole_rllab import (
 )
 from .double_pendulum import DoublePendulumEnv, DoublePendulumVectorEnv
 from .registration import (
+    MUJOCO_NAMES,
     SHORT_NAMES,
     UnknownEnvError,
     is_steinrl_env,
     make,
     make_vec,
     resolve_env_id,
+    short_name,
 )
 
 __all__ = [
+    "MUJOCO_NAMES",
     "SHORT_NAMES",
     "CartpoleEnv",
     "CartpoleRllabEnv",
@@ -53,4 +57,5 @@ __all__ = [
     "make",
     "make_vec",
     "resolve_env_id",
+    "short_name",
 ]

@@ -188,7 +188,7 @@ class CartpoleTask(BatchedTask):
 
     def sample_initial_state(self, rng: np.random.Generator, n: int) -> np.ndarray:
         # low + (high − low)·U[0, 1) is what Generator.uniform computes, minus its
-        # ~8 µs of overhead for array-valued bounds (this runs on most vector steps).
+        # per-call overhead for array-valued bounds (this runs on most vector steps).
         u = rng.random((n, 4))
         u *= self.reset_high - self.reset_low
         u += self.reset_low

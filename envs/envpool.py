@@ -1,8 +1,8 @@
 """EnvPool's C++ batched MuJoCo tasks as a Gymnasium ``VectorEnv`` (optional extra).
 
 ``pip install "steinrl[envpool]"`` installs `EnvPool <https://envpool.readthedocs.io>`_,
-whose v5 MuJoCo tasks step a batch of envs in C++ threads (about twice Gymnasium's
-``SyncVectorEnv`` on two cores, docs/benchmarks.md). :class:`EnvPoolVectorEnv` presents
+whose v5 MuJoCo tasks step a batch of envs in C++ threads (faster than Gymnasium's
+``SyncVectorEnv``; measured in docs/results/mujoco_throughput.md). :class:`EnvPoolVectorEnv` presents
 such a pool exactly as Gymnasium's own vector env of the same id does (tests/test_envpool.py):
 
 - the same spaces (Gymnasium's ``float32`` action Box; EnvPool declares ``float64``);
@@ -14,8 +14,8 @@ such a pool exactly as Gymnasium's own vector env of the same id does (tests/tes
   terminated and truncated (EnvPool's own limit would report it truncated only);
 - ``reset(seed=s)`` seeds env ``i`` with ``s + i`` (a list seeds each env) and replays the
   same initial states every time, as Gymnasium does. EnvPool fixes its seeds when a pool is
-  built, so a seeded reset builds a new pool (about 1.5 ms per env); an unseeded reset
-  continues the current pool's random streams.
+  built, so a seeded reset builds a new pool (costly: keep seeded resets rare); an unseeded
+  reset continues the current pool's random streams.
 
 Rewards come back as float64 (EnvPool computes them in float64 and returns float32, so they
 match Gymnasium's to about 1e-7). The ``info`` dict holds EnvPool's own keys (e.g. Hopper:

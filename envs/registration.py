@@ -1,8 +1,11 @@
 """Gymnasium registration of the steinrl tasks and name resolution for the CLI.
 
-Executed on ``import steinrl.envs``. Our tasks are registered as ``steinrl/<Name>-v0`` with a
-single-env ``entry_point`` and a ``vector_entry_point``; any other Gymnasium id (e.g.
-``"CartPole-v1"``, ``"InvertedDoublePendulum-v5"``) is passed through to Gymnasium.
+Executed on ``import steinrl.envs``. Our tasks are registered as ``steinrl/<Name>-v0``: the
+numpy tasks of :data:`SHORT_NAMES` with a single-env ``entry_point`` and a
+``vector_entry_point``; the MuJoCo variants of :data:`MUJOCO_NAMES` (``SparseHalfCheetah``)
+with an ``entry_point`` only (Gymnasium's vector modes run them, as any MuJoCo id). Any other
+Gymnasium id (e.g. ``"CartPole-v1"``, ``"InvertedDoublePendulum-v5"``) is passed through to
+Gymnasium.
 """
 
 from __future__ import annotations
@@ -49,13 +52,25 @@ _ENTRY_POINTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: steinrl's MuJoCo task variants, short name -> registered id: Gymnasium envs (no numpy vector
+#: entry point, no torch twin), built on a Gymnasium MuJoCo task (envs/sparse_mujoco.py).
+MUJOCO_NAMES: dict[str, str] = {
+    "SparseHalfCheetah": f"{NAMESPACE}/SparseHalfCheetah-v0",
+}
+
+#: Entry point and time limit of each :data:`MUJOCO_NAMES` task (HalfCheetah-v5's 1000 steps).
+_MUJOCO_ENTRY_POINTS: dict[str, tuple[str, int]] = {
+    "SparseHalfCheetah": ("steinrl.envs.sparse_mujoco:SparseHalfCheetahEnv", 1000),
+}
+
+
 class UnknownEnvError(ConfigError):
     """Raised for an env name that is neither a steinrl short name / id nor a registered
     Gymnasium id."""
 
 
 def register_envs() -> None:
-    """Register the tasks of :data:`SHORT_NAMES` with Gymnasium (idempotent)."""
+    """Register the tasks of :data:`SHORT_NAMES` and :data:`MUJOCO_NAMES` with Gymnasium (idempotent)."""
     for short, env_id in SHORT_NAMES.items():
         if env_id in gym.registry:
             continue
@@ -66,11 +81,21 @@ def register_envs() -> None:
             vector_entry_point=vector_entry_point,
             max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
         )
+    for short, env_id in MUJOCO_NAMES.items():
+        if env_id not in gym.registry:
+            entry_point, limit = _MUJOCO_ENTRY_POINTS[short]
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=limit)
 
 
 def is_steinrl_env(name: str) -> bool:
     """True for a steinrl short name (``"Cartpole"``) or id (``"steinrl/Cartpole-v0"``)."""
     return name in SHORT_NAMES or name in SHORT_NAMES.values()
+
+
+def short_name(env: str) -> str:
+    """The short name of a steinrl id (``steinrl/SparseHalfCheetah-v0`` -> ``SparseHalfCheetah``);
+    any other name as it is."""
+    return next((short for short, env_id in {**SHORT_NAMES, **MUJOCO_NAMES}.items() if env == env_id), env)
 
 
 def resolve_env_id(name: str) -> str:
@@ -81,14 +106,17 @@ def resolve_env_id(name: str) -> str:
     """
     if name in SHORT_NAMES:
         return SHORT_NAMES[name]
+    if name in MUJOCO_NAMES:
+        return MUJOCO_NAMES[name]
     if name in gym.registry:
         return name
-    candidates = list(SHORT_NAMES) + list(gym.registry)
+    names = {**SHORT_NAMES, **MUJOCO_NAMES}
+    candidates = list(names) + list(gym.registry)
     close = difflib.get_close_matches(str(name), candidates, n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownEnvError(
-        f"Unknown environment {name!r}.{hint} Valid short names: {', '.join(SHORT_NAMES)} "
-        f"(ids {', '.join(SHORT_NAMES.values())}); any id registered with Gymnasium "
+        f"Unknown environment {name!r}.{hint} Valid short names: {', '.join(names)} "
+        f"(ids {', '.join(names.values())}); any id registered with Gymnasium "
         "(e.g. 'CartPole-v1', 'Pendulum-v1', 'InvertedDoublePendulum-v5') also works."
     )
 

@@ -147,12 +147,23 @@ class TorchVectorTask(ABC):
     def reset(self, seed: int | Sequence[int] | None = None) -> torch.Tensor:
         """Reset every env (``seed`` reseeds the generator, or one seed per group); returns obs ``(n, obs_dim)``."""
         if seed is not None:
-            seeds = [seed] if isinstance(seed, int) else list(seed)
-            if len(seeds) != len(self.generators):
-                raise ValueError(f"{self.name}: {len(self.generators)} group(s) need as many seeds, got {len(seeds)}")
-            for generator, s in zip(self.generators, seeds):
-                generator.manual_seed(int(s))
-        self.state = self.sample_initial_state(self.num_envs)
+            return self.start(self.draw_reset(seed))
+        return self.start(self.sample_initial_state(self.num_envs))
+
+    def draw_reset(self, seed: int | Sequence[int]) -> torch.Tensor:
+        """:meth:`reset`'s draw alone: reseed (one seed per group) and draw every env's initial
+        state ``(state_dim, n)``, changing nothing else."""
+        seeds = [seed] if isinstance(seed, int) else list(seed)
+        if len(seeds) != len(self.generators):
+            raise ValueError(f"{self.name}: {len(self.generators)} group(s) need as many seeds, got {len(seeds)}")
+        for generator, s in zip(self.generators, seeds):
+            generator.manual_seed(int(s))
+        return self.sample_initial_state(self.num_envs)
+
+    def start(self, initial: torch.Tensor) -> torch.Tensor:
+        """Start fresh episodes from ``initial`` ``(state_dim, n)`` (state written in place);
+        returns the observations ``(n, obs_dim)``."""
+        self.state.copy_(initial)
         self.steps.zero_()
         self._prev_done.zero_()
         return self.observe(self.state)
@@ -165,7 +176,7 @@ class TorchVectorTask(ABC):
 
     def set_state(self, saved: dict[str, torch.Tensor]) -> None:
         """Continue exactly from :meth:`get_state`."""
-        self.state = saved["state"].to(device=self.device, dtype=self.dtype).clone()
+        self.state.copy_(saved["state"].to(device=self.device, dtype=self.dtype))
         self.steps.copy_(saved["steps"])
         self._prev_done.copy_(saved["prev_done"])
         for generator, state in zip(self.generators, saved["rng"]):
@@ -191,10 +202,10 @@ class TorchVectorTask(ABC):
         reward, terminated = self.advance(self.state, effort)
         reset = self._prev_done  # next-step autoreset of the envs that ended last step
         fresh = self.sample_initial_state(self.num_envs) if reset_states is None else reset_states
-        self.state = torch.where(reset, fresh, self.state)
+        torch.where(reset, fresh, self.state, out=self.state)  # in place: the state keeps its storage
         self.steps.add_(1).masked_fill_(reset, 0)
         truncated = self.steps >= self.max_episode_steps  # (False where reset: max_episode_steps >= 1)
         reward = reward.masked_fill_(reset, 0.0)
         terminated = terminated.masked_fill_(reset, False)
-        self._prev_done = terminated | truncated
+        torch.logical_or(terminated, truncated, out=self._prev_done)
         return self.observe(self.state), reward, terminated, truncated

@@ -3,7 +3,7 @@ structured (Householder / Kronecker) weight priors, for policy gradient and beyo
 
 The particle core (torch only) is imported eagerly::
 
-    from steinrl import SVGD, EnsembleMLP, GaussianPrior
+    from steinrl import ParticleOptimizer, SteinUpdate, RBFKernel, EnsembleMLP, GaussianPrior
 
 The run layer is imported on first use::
 
@@ -20,12 +20,16 @@ from steinrl.core import (  # noqa: E402
     LAYERS,
     METHODS,
     PRIORS,
-    SVGD,
     UPDATES,
     EnsembleMLP,
     GaussianPrior,
+    IMQKernel,
+    IndependentUpdate,
     InvGammaPrior,
     JointGammaPrior,
+    ParticleOptimizer,
+    RBFKernel,
+    SteinUpdate,
     make_layer,
     make_prior,
     mlp_forward,
@@ -35,8 +39,9 @@ from steinrl.errors import ConfigError  # noqa: E402
 
 _LAZY = {"Trainer": "steinrl.run.trainer", "load_config": "steinrl.run.config", "Config": "steinrl.run.config"}
 
-__all__ = ["SVGD", "EnsembleMLP", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "LAYERS", "METHODS", "PRIORS",
-           "UPDATES", "make_layer", "make_prior", "mlp_forward", "svgd_direction", "ConfigError", *_LAZY]
+__all__ = ["ParticleOptimizer", "SteinUpdate", "IndependentUpdate", "RBFKernel", "IMQKernel", "EnsembleMLP",
+           "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "LAYERS", "METHODS", "PRIORS", "UPDATES", "make_layer",
+           "make_prior", "mlp_forward", "svgd_direction", "ConfigError", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

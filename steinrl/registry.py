@@ -10,15 +10,16 @@ always list exactly what is registered.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from steinrl.errors import ConfigError
 
-__all__ = ["Option", "Registry", "options_of", "coerce"]
+__all__ = ["Option", "Registry", "options_of", "coerce", "setting", "settings_options"]
 
 T = TypeVar("T")
 
@@ -34,7 +35,10 @@ class Option:
     :param doc: one line saying what the value does.
     :param choices: the allowed strings, or a zero-argument callable returning them
         (e.g. a registry's ``names``), so lists are never copied by hand.
-    :param check: ``value -> error text or None`` for range checks (``"must be > 0"``).
+    :param check: ``value -> error text or None`` for range checks (``"must be > 0"``; not called on null).
+    :param normalize: ``(value, current) -> value`` after the type check, for structured values
+        (a mapping option: a kernel and its parameters); ``current`` is the value set so far.
+        Raises :class:`~steinrl.errors.ConfigError` (or ``ValueError``) naming what is valid.
     """
 
     name: str
@@ -43,6 +47,7 @@ class Option:
     doc: str
     choices: tuple[str, ...] | Callable[[], list[str]] | None = None
     check: Callable[[Any], str | None] | None = None
+    normalize: Callable[[Any, Any], Any] | None = None
 
     def allowed_choices(self) -> list[str] | None:
         if self.choices is None:
@@ -137,7 +142,7 @@ def options_of(part: Any) -> tuple[Option, ...]:
 
 def _type_name(t: Any) -> str:
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string", None: "null",
-            list[int]: "a list of integers"}.get(t, str(t))
+            list[int]: "a list of integers", dict: "a mapping"}.get(t, str(t))
 
 
 def _convert(t: Any, value: Any) -> tuple[bool, Any]:
@@ -163,6 +168,8 @@ def _convert(t: Any, value: Any) -> tuple[bool, Any]:
         return isinstance(value, (int, float)), float(value) if isinstance(value, (int, float)) else value
     if t is str:
         return isinstance(value, str), value
+    if t is dict:
+        return isinstance(value, Mapping), dict(value) if isinstance(value, Mapping) else value
     if t == list[int]:
         if not isinstance(value, list):
             return False, value
@@ -171,8 +178,11 @@ def _convert(t: Any, value: Any) -> tuple[bool, Any]:
     raise TypeError(f"unsupported option type {t!r}")
 
 
-def coerce(option: Option, value: Any, key: str, where: str) -> Any:
-    """``value`` checked against ``option`` (type, finiteness, choices, range)."""
+def coerce(option: Option, value: Any, key: str, where: str, current: Any = None) -> Any:
+    """``value`` checked against ``option`` (type, finiteness, choices, range) and normalised
+    (``option.normalize``, over ``current``, the value set so far). ``where`` names the
+    source in messages (``""``: the key alone)."""
+    name = f"config key {key!r}" + (f" in {where}" if where else "")
     types = option.type if isinstance(option.type, tuple) else (option.type,)
     # numbers before strings, so "1e-3" is a number where one is allowed
     order = sorted(types, key=lambda t: t is str)
@@ -182,14 +192,38 @@ def coerce(option: Option, value: Any, key: str, where: str) -> Any:
             break
     else:
         names = " or ".join(_type_name(t) for t in types)
-        raise ConfigError(f"config key {key!r} in {where} must be {names}, got {value!r}")
+        raise ConfigError(f"{name} must be {names}, got {value!r}")
     if isinstance(converted, float) and not math.isfinite(converted):
-        raise ConfigError(f"config key {key!r} in {where} must be a finite number, got {value!r}")
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
     choices = option.allowed_choices()
     if isinstance(converted, str) and choices is not None and converted not in choices:
-        raise ConfigError(f"config key {key!r} in {where} must be one of {', '.join(choices)}; got {converted!r}")
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {converted!r}")
     if option.check is not None and converted is not None and not (isinstance(converted, str) and choices):
         problem = option.check(converted)
         if problem:
-            raise ConfigError(f"config key {key!r} in {where} {problem}, got {value!r}")
+            raise ConfigError(f"{name} {problem}, got {value!r}")
+    if option.normalize is not None:
+        try:
+            converted = option.normalize(converted, current)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
     return converted
+
+
+def setting(default: Any, doc: str, *, kind: Any = None, check: Callable[[Any], str | None] | None = None,
+            choices: tuple[str, ...] | None = None) -> Any:
+    """A field of a settings dataclass that is also a config option (:func:`settings_options`):
+    its default, one-line doc, type (``kind``; default: the default's type) and checks."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "kind": kind, "check": check,
+                                                        "choices": choices})
+
+
+def settings_options(cls: type) -> tuple[Option, ...]:
+    """The :class:`Option` s of a settings dataclass whose fields are :func:`setting` s, in order."""
+    options = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        kind = meta["kind"] if meta.get("kind") is not None else type(f.default)
+        options.append(Option(f.name, kind, f.default, meta["doc"], choices=meta.get("choices"),
+                              check=meta.get("check")))
+    return tuple(options)

@@ -136,13 +136,13 @@ def test_tf_rmsprop_against_a_hand_computation():
     assert inverse_time_lr(0.1, 0.5, 0) == 0.1 and inverse_time_lr(0.1, 0.5, 98) == pytest.approx(0.1 / 50)
 
 
-def test_svgd_step_clipping_limits_each_particles_step():
-    from steinrl import SVGD
+def test_particle_step_clipping_limits_each_particles_step():
+    from steinrl import ParticleOptimizer
 
     p = torch.nn.Parameter(torch.zeros(3, 2, dtype=torch.float64))
-    opt = SVGD([p], lr=1.0, optimizer="sgd", kernel="independent", max_norm=1.0)
-    p.grad = -torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 10.0]], dtype=torch.float64)  # g = -grad
-    opt.step()
+    opt = ParticleOptimizer([p], "independent", lr=1.0, optimizer="sgd", max_direction_norm=1.0)
+    g = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 10.0]], dtype=torch.float64)
+    opt.step((p * g).sum(1))  # log target with gradient g
     np.testing.assert_allclose(p.detach().numpy(), [[0.6, 0.8], [0.3, 0.4], [0.0, 1.0]], rtol=1e-12)
 
 

@@ -17,6 +17,7 @@ from steinrl.sb3 import EnsembleSB3Policy
 from steinrl.sb3.evaluation import (
     best_training_particle,
     episode_returns,
+    episode_stats,
     evaluate_record,
     find_runs,
     select_particle,
@@ -56,6 +57,98 @@ def hand_made_ensemble():
                 param.zero_()
         policy.ensemble.net.layers[-1].bias.copy_(torch.tensor(BIAS).unsqueeze(1))
     return policy
+
+
+class Walker(ActionIsReward):
+    """ActionIsReward whose body starts at x = 3 and moves by the action each step, reported in
+    ``info["x_position"]`` as Gymnasium's locomotion tasks do."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed)
+        self.x = 3.0
+        return obs, {"x_position": self.x}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        self.x += float(action[0])
+        return obs, reward, terminated, truncated, {"x_position": self.x}
+
+
+def test_forward_distance_is_the_x_displacement_of_each_counted_episode():
+    """Particle i moves BIAS[i] per step for 5 steps from x = 3: distance 5 BIAS[i] in every
+    episode (not the final x, not summed over episodes); a task without x_position gets NaN."""
+    policy = hand_made_ensemble()
+    for i, b in enumerate(BIAS):
+        policy.set_act_mode("particle", particle=i)
+        returns, lengths, forward = episode_stats(policy, Walker, 3, seed=0)
+        assert lengths == [STEPS] * 3 and forward == pytest.approx([STEPS * b] * 3)
+    _, _, forward = episode_stats(policy, ActionIsReward, 2, seed=0)
+    assert len(forward) == 2 and all(math.isnan(d) for d in forward)
+
+
+def test_forward_distance_on_hopper_is_the_torso_x_of_mujoco():
+    """On Hopper-v5 the distance is the MuJoCo torso coordinate qpos[0] at the episode's end
+    minus its value at the reset (read from the simulator, not from info)."""
+    pytest.importorskip("mujoco")
+    from steinrl import envs
+    from steinrl.sb3.evaluation import ForwardDistance
+
+    env = ForwardDistance(envs.make("Hopper-v5"))
+    env.reset(seed=0)
+    x0 = float(env.unwrapped.data.qpos[0])
+    action = np.full(3, 0.5, np.float32)
+    for _ in range(60):
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    assert info["forward_distance"] == pytest.approx(float(env.unwrapped.data.qpos[0]) - x0, abs=1e-12)
+    assert abs(info["forward_distance"]) > 1e-3  # the body did move
+    env.close()
+
+
+def _row(env, algo, m, policy, mean, forward=math.nan, length=1000.0, params=""):
+    return {"env": env, "algo": algo, "particles": m, "params": params, "policy": policy, "eval_mean": mean,
+            "ep_len_mean": length, "forward_mean": forward, "total_env_steps": 100, "wall_s": 1.0}
+
+
+def test_the_ablation_table_orders_a_task_and_names_the_better_sb3_ppo():
+    """Per task: Stein rows, then independent, then sb3-ppo and sb3-ppo-zoo, whatever order the
+    runs came in; "better SB3 PPO" is the higher of the two SB3 seed means (and says which one is
+    missing when only one ran); forward distance with its t interval and the runs that moved;
+    a Stein row without its independent twin (same estimator and M) is named under the table."""
+    from scipy import stats
+
+    from steinrl.sb3.compare import summary_table
+
+    hopper = [_row("Hopper-v5", "sb3-ppo-zoo", 1, "sb3", 772.9, forward=0.2),
+              _row("Hopper-v5", "independent-ppo", 4, "ensemble-select", 1028.0, forward=0.5),
+              _row("Hopper-v5", "svgd-ppo", 4, "ensemble-select", 250.0, forward=0.1, length=170.0),
+              _row("Hopper-v5", "svgd-ppo", 4, "ensemble-select", 3000.0, forward=12.0, length=1000.0),
+              _row("Hopper-v5", "sb3-ppo", 1, "sb3", 2700.0, forward=10.0),
+              _row("Hopper-v5", "sb3-ppo", 1, "sb3", 2907.4, forward=11.0),
+              _row("Hopper-v5", "svgd-ppo", 8, "ensemble-select", 900.0, forward=0.3)]
+    pendulum = [_row("Pendulum-v1", "sb3-ppo-zoo", 1, "sb3", -200.0, length=200.0),
+                _row("Pendulum-v1", "kron-a2c", 4, "best-train", -300.0, length=200.0)]
+    lines = summary_table(hopper + pendulum).splitlines()
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:] if line.startswith("| ")]
+    assert [(c[0], c[1], c[2]) for c in body] == [
+        ("Hopper-v5", "svgd-ppo", "4"), ("Hopper-v5", "svgd-ppo", "8"), ("Hopper-v5", "independent-ppo", "4"),
+        ("Hopper-v5", "sb3-ppo", "1"), ("Hopper-v5", "sb3-ppo-zoo", "1"),
+        ("Pendulum-v1", "kron-a2c", "4"), ("Pendulum-v1", "sb3-ppo-zoo", "1")]
+    better = (2700.0 + 2907.4) / 2  # sb3-ppo's mean, above sb3-ppo-zoo's 772.9
+    assert {c[7] for c in body[:5]} == {f"{better:.1f} (sb3-ppo)"}
+    assert {c[7] for c in body[5:]} == {"-200.0 (sb3-ppo-zoo; no sb3-ppo run)"}
+    svgd4 = body[0]
+    half = stats.t.ppf(0.975, 1) * np.std([0.1, 12.0], ddof=1) / np.sqrt(2)
+    assert svgd4[5] == "2" and svgd4[8] == "585" and svgd4[9] == f"6.0 ± {half:.1f}" and svgd4[10] == "1/2"
+    assert body[2][10] == "0/1" and body[3][10] == "2/2"
+    assert body[5][8] == "200" and body[5][9] == "–" and body[5][10] == "–"  # Pendulum has no x position
+    notes = [line for line in lines if line.startswith("- ")]
+    assert notes == ["- Hopper-v5: no independent-ppo run with M = 8 beside svgd-ppo",
+                     "- Pendulum-v1: no independent-a2c run with M = 4 beside kron-a2c"]
+    assert "moved ≥ 10 m" in summary_table(hopper, moved=10.0)
+    assert "| 1/2 |" in summary_table(hopper[2:4], moved=10.0)
+    assert summary_table(hopper[:1]).splitlines()[2].split("|")[8].strip() == "772.9 (sb3-ppo-zoo; no sb3-ppo run)"
 
 
 def test_each_particle_and_the_mean_action_return_what_they_are_built_to():
@@ -115,11 +208,11 @@ def test_a_sweep_trial_still_running_is_counted_as_unfinished():
 
     assert finished([{"done": False}, {"done": True}]) is True and finished([{"done": False}]) is False
     assert finished([{"iteration": 3}]) is None and finished([]) is None
-    row = {"env": "Hopper-v5", "algo": "sb3-ppo", "params": "", "policy": "sb3", "eval_mean": 10.0,
+    row = {"env": "Hopper-v5", "algo": "sb3-ppo", "particles": 1, "params": "", "policy": "sb3", "eval_mean": 10.0,
            "total_env_steps": 100, "wall_s": 1.0}
     table = summary_table([{**row, "finished": True}, {**row, "eval_mean": 30.0, "finished": False},
                            {**row, "finished": None}])
-    assert "| Hopper-v5 | sb3-ppo |  | sb3 | 3 (1 unfinished) | 16.7 ± " in table
+    assert "| Hopper-v5 | sb3-ppo | 1 |  | sb3 | 3 (1 unfinished) | 16.7 ± " in table
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +256,13 @@ def test_compare_command_writes_the_table(two_runs, tmp_path, capsys):
     assert sorted((r["algo"], r["policy"]) for r in rows) == [("sb3-ppo", "sb3"), ("svgd-ppo", "best-train"),
                                                              ("svgd-ppo", "ensemble-sample")]
     assert all(float(r["total_env_steps"]) > 0 and float(r["wall_s"]) > 0 for r in rows)
-    assert "| Pendulum-v1 | sb3-ppo |  | sb3 | 1 |" in out.with_suffix(".md").read_text()
+    # Pendulum's episodes run to the 50-step horizon; it has no x position, so no forward distance
+    assert all(float(r["ep_len_mean"]) == 50 and math.isnan(float(r["forward_mean"])) for r in rows)
+    assert sorted(int(r["particles"]) for r in rows) == [1, 3, 3]
+    table = out.with_suffix(".md").read_text()
+    assert "| Pendulum-v1 | svgd-ppo | 3 |  | best-train | 1 |" in table
+    assert "| Pendulum-v1 | sb3-ppo | 1 |  | sb3 | 1 |" in table and "| 50 | – | – |" in table
+    assert "Pendulum-v1: no independent-ppo run with M = 3 beside svgd-ppo" in table
 
 
 @pytest.mark.parametrize("args, message", [
@@ -171,6 +270,8 @@ def test_compare_command_writes_the_table(two_runs, tmp_path, capsys):
     (["compare", ".", "--out", "x.txt"], "give a file name ending in .csv"),
     (["compare", ".", "--episodes", "0"], "--episodes must be in [1, 2**31)"),
     (["compare", ".", "--ensemble", "vote"], "invalid choice: 'vote'"),
+    (["compare", ".", "--moved", "-1"], "--moved must be a finite number >= 0, got -1.0"),
+    (["compare", ".", "--moved", "nan"], "--moved must be a finite number >= 0, got nan"),
 ])
 def test_compare_user_errors_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)

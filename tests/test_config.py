@@ -22,11 +22,12 @@ def test_keys_nested_dotted_and_bare_mean_the_same(tmp_path):
 
 def test_values_are_read_as_their_declared_type():
     cfg = load_config(overrides=parse_set(["update.lr=1e-3", "batch_size=5e3", "sampling=continuing",
-                                           "policy.hidden=[8, 4]", "prior.weight=null", "update.bandwidth=0.5"]))
+                                           "policy.hidden=[8, 4]", "prior.weight=null",
+                                           "update.kernel={bandwidth: 0.5}"]))
     assert cfg.update.lr == 0.001 and isinstance(cfg.update.lr, float)  # YAML 1.1 reads 1e-3 as a string
     assert cfg.rollout.batch_size == 5000 and isinstance(cfg.rollout.batch_size, int)
     assert cfg.rollout.sampling == "continuing" and cfg.policy.hidden == [8, 4] and cfg.prior.weight is None
-    assert cfg.update.bandwidth == 0.5 and load_config().update.bandwidth == "svpg"
+    assert cfg.update.kernel["bandwidth"] == 0.5 and load_config().update.kernel["bandwidth"] == "svpg"
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -35,7 +36,8 @@ def test_values_are_read_as_their_declared_type():
     ({"update.lr": "nan"}, "must be a finite number"),
     ({"update.optimizer": "lbfgs"}, "must be one of adam, rmsprop, rmsprop_tf, sgd; got 'lbfgs'"),
     ({"prior.name": "laplace"}, "unknown prior 'laplace'; registered: " + ", ".join(PRIORS.names())),
-    ({"update.bandwidth": -1.0}, "'update.bandwidth' in the command line must be 'svpg' or 's2vgd' or a positive"),
+    ({"update.kernel": {"bandwidth": -1.0}}, "'update.kernel' in the command line: kernel 'rbf': parameter "
+                                             "'bandwidth' must be 'svpg' or 's2vgd' or a positive"),
     ({"rollout": 3}, "'rollout' in the command line is a config section"),
     ({"a.b.c": 1}, "must be <key> or <section>.<key>"),
     ({"seed": -1}, "'seed' in the command line must be in [0, 2**32), got -1"),
@@ -57,10 +59,10 @@ def test_method_defaults_and_part_sections():
     joint = load_config(overrides={"prior.name": "joint"})
     assert {"a", "b"} <= set(joint.prior) and "variance" not in joint.prior
     sections = schema("s2vgd-ppo")
-    assert [o.name for o in sections["estimator"]] == ["discount", "gae_lambda", "normalize_advantages",
+    assert [o.name for o in sections["estimator"]] == ["discount", "normalize_advantages", "gae_lambda",
                                                        "clip_range", "epochs", "minibatches", "normalize_per_minibatch",
                                                        "ent_coef", "max_grad_norm", "anneal_lr", "scale_rewards",
-                                                       "reward_clip"]
+                                                       "reward_clip", "target_kl"]
     choices = next(o for o in sections["prior"] if o.name == "name").allowed_choices()
     assert choices == PRIORS.names()  # read from the registry, not copied
 

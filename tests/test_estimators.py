@@ -113,7 +113,7 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     samples = Samples(obs=torch.as_tensor(obs), actions=None, timestep=torch.as_tensor(t),
                       mask=torch.as_tensor(mask, dtype=torch.float32), advantages=None,
                       targets=torch.as_tensor(returns))
-    before = base.fit(samples, seed=0)
+    before = base.fit(samples)
     np.testing.assert_allclose(before.numpy(), [np.mean(returns[m][mask[m]] ** 2) for m in range(M)], rtol=1e-10)
     pred = base(torch.as_tensor(obs), torch.as_tensor(t)).numpy()
     for m in range(M):  # rllab's LinearFeatureBaseline._features / fit, on particle m's valid samples

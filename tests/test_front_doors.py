@@ -215,7 +215,7 @@ def test_uci_data_directory_of_the_wrong_kind(uci, tmp_path, capsys, make, words
 
 
 def test_uci_writes_to_out_and_leaves_docs_alone(tmp_path):
-    results = ROOT / "docs" / "results.md"
+    results = ROOT / "docs" / "results" / "uci.md"
     before = results.read_text()
     root = uci_set(tmp_path / "tiny", "".join(f"{i} {i % 3} {2 * i}\n" for i in range(20)))
     out = tmp_path / "out"

@@ -148,6 +148,11 @@ def typed_texts(option, big: bool) -> st.SearchStrategy[str]:
             branches.append(st.sampled_from(choices) if choices else st.text(max_size=8))
         elif t == list[int]:
             branches.append(st.lists(st.integers(0, 8) if small else st.integers(-1, 100), max_size=3).map(str))
+        elif t is dict:  # a kernel: a flow mapping of known and unknown names, parameters and values
+            entry = st.tuples(st.sampled_from(["name", "bandwidth", "beta", "gamma"]),
+                              st.sampled_from(["rbf", "imq", "laplace", "svpg", "s2vgd", "-0.3", "0.5", "2", "[1]"]))
+            branches.append(st.lists(entry, max_size=3).map(lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv)
+                                                            + "}"))
         else:
             raise AssertionError(f"undeclared option type {t!r}")
     return st.one_of(branches)
@@ -193,6 +198,8 @@ def has_type(value, t) -> bool:
         return isinstance(value, str)
     if t == list[int]:
         return isinstance(value, list) and all(has_type(v, int) for v in value)
+    if t is dict:  # a mapping option, normalised (a kernel: its name and every parameter)
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     raise AssertionError(f"undeclared option type {t!r}")
 
 

@@ -15,14 +15,15 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 import steinrl
 from steinrl.core.ensemble import EnsembleMLP, orthogonal_
+from steinrl.core.particle_optimizer import clip_grad_norms
 from steinrl.rl.agent import iteration_seed
 from steinrl.rl.critics import ValueEnsemble
 from steinrl.rl.estimators import ESTIMATORS
-from steinrl.rl.estimators.ppo import clip_grad_norms, minibatch_indices, standardize_minibatch, take
+from steinrl.rl.estimators.ppo import PPOSettings, standardize_minibatch
 from steinrl.rl.estimators.returns import running_returns
+from steinrl.rl.minibatches import minibatch_indices, take
 from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import ObsNormalizer
-from steinrl.rl.rollout import compact
 
 #: The recipe's switches (configs/presets/mujoco-ppo.yaml), on a small batch.
 RECIPE = {"estimator.minibatches": 4, "estimator.epochs": 2, "estimator.normalize_per_minibatch": True,
@@ -38,11 +39,16 @@ def config(algo="independent-ppo", env="Pendulum-v1", **over):
 
 
 # --- minibatches ----------------------------------------------------------------------------
+def keys_of(generators, n, per_group):
+    """Shuffle keys ``(G · per_group, n)`` as the agent draws them: ``(n, per_group)`` per group, transposed."""
+    return torch.cat([torch.rand((n, per_group), generator=g).T for g in generators])
+
+
 def test_minibatch_partition_covers_every_particles_samples_once_in_near_equal_parts():
     counts = [10, 7, 3, 0, 12]
     n, K = 12, 3
     mask = (torch.arange(n) < torch.tensor(counts)[:, None]).float()  # real samples first, as compact lays them out
-    idx, part_mask = minibatch_indices(mask, K, [torch.Generator().manual_seed(0)])
+    idx, part_mask = minibatch_indices(mask, K, keys_of([torch.Generator().manual_seed(0)], n, 5))
     assert idx.shape == part_mask.shape == (K, 5, 4)  # b = ceil(12 / 3)
     for i, n_i in enumerate(counts):
         parts = [idx[k, i][part_mask[k, i] > 0].tolist() for k in range(K)]
@@ -61,8 +67,8 @@ def test_a_groups_shuffle_does_not_depend_on_the_other_groups_samples():
     wide[:2, :6] = alone
     wide[2:, :9] = 1.0  # the other group has more samples, so the batch is 9 columns wide
     gens = [torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)]
-    idx_a, m_a = minibatch_indices(alone, 2, gens[:1])
-    idx_w, m_w = minibatch_indices(wide, 2, [torch.Generator().manual_seed(5), gens[1]])
+    idx_a, m_a = minibatch_indices(alone, 2, keys_of(gens[:1], 6, 2))
+    idx_w, m_w = minibatch_indices(wide, 2, keys_of([torch.Generator().manual_seed(5), gens[1]], 9, 2))
     for k in range(2):
         for i in range(2):
             assert idx_a[k, i][m_a[k, i] > 0].tolist() == idx_w[k, i][m_w[k, i] > 0].tolist()
@@ -78,8 +84,8 @@ def test_an_update_moves_the_particles_once_per_minibatch_per_epoch(monkeypatch)
     trainer = steinrl.Trainer(config(**{"estimator.minibatches": 3, "estimator.epochs": 2}))
     agent = trainer.job.agent
     calls = []
-    step = agent.svgd.step
-    monkeypatch.setattr(agent.svgd, "step", lambda: calls.append(1) or step())
+    step = agent.optimizer.step
+    monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: calls.append(1) or step(*a, **k))
     trainer.step()
     assert len(calls) == 6
 
@@ -95,7 +101,7 @@ def test_per_minibatch_standardisation_uses_the_unbiased_std_over_real_samples()
 
 
 def test_clipped_surrogate_by_hand_and_no_gradient_through_the_clipped_side():
-    ppo = ESTIMATORS.get("ppo")(clip_range=0.2)
+    ppo = ESTIMATORS.get("ppo")(PPOSettings(clip_range=0.2))
     ratios = torch.tensor([[0.5, 1.0, 1.5, 1.1, 0.7]])
     adv = torch.tensor([[1.0, -1.0, 1.0, -1.0, -2.0]])
     log_prob = ratios.log().requires_grad_()
@@ -112,7 +118,7 @@ def test_clipped_surrogate_by_hand_and_no_gradient_through_the_clipped_side():
 
 
 def test_per_minibatch_normalisation_happens_in_the_surrogate_and_not_on_the_batch():
-    ppo = ESTIMATORS.get("ppo")(normalize_per_minibatch=True)
+    ppo = ESTIMATORS.get("ppo")(PPOSettings(normalize_per_minibatch=True))
     adv = torch.tensor([[2.0, 4.0, 9.0]])
     log_prob = torch.zeros(1, 3, requires_grad=True)
     ppo.surrogate(log_prob, torch.zeros(1, 3), adv, torch.ones(1, 3)).sum().backward()
@@ -147,8 +153,11 @@ def test_entropy_bonus_drives_the_log_std_by_ent_coef_over_the_temperature():
     agent = trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 0)
     est = agent.estimator.advantages(batch, agent.critic)
-    samples = agent._update_samples(compact(batch, est.advantages * 0, est.value_targets, agent.device))
-    agent._particle_step(samples, 0)
+    est.advantages.zero_()
+    _, samples = agent.samples(batch, est, 0, old_log_prob=True)
+    log_prob, entropy = agent.log_prob(samples)
+    agent.step(agent.estimator.surrogate(log_prob, samples["old_log_prob"], samples["advantages"], samples["mask"])
+               + c * entropy, samples)
     torch.testing.assert_close(agent.policy.head.log_std.grad, torch.full_like(agent.policy.head.log_std, -c / alpha))
 
 
@@ -156,16 +165,18 @@ def test_entropy_bonus_drives_the_log_std_by_ent_coef_over_the_temperature():
 def test_learning_rates_anneal_linearly_to_zero_over_the_run():
     cfg = config(**{"estimator.anneal_lr": True, "critic.joint": True, "iterations": 10, "update.lr": 2e-3,
                     "critic.lr": 1e-3})
-    agent = steinrl.Trainer(cfg).job.agent
+    trainer = steinrl.Trainer(cfg)
+    agent = trainer.job.agent
+    batch = agent.collect(trainer.job.sampler, 0)
     for it in (0, 3, 9):
-        agent._set_lr(it)
+        agent.update(batch, it)
         frac = 1 - it / 10  # CleanRL: full lr at the first update, lr / iterations at the last
-        assert agent.svgd.optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
-        assert agent.own_opt.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
+        assert agent.optimizer.optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
+        assert agent.optimizer.own_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
         assert agent.critic.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * frac, rel=1e-12)
-    still = steinrl.Trainer(config(**{"iterations": 10, "update.lr": 2e-3})).job.agent
-    still._set_lr(9)
-    assert still.svgd.optimizer.param_groups[0]["lr"] == 2e-3
+    still = steinrl.Trainer(config(**{"iterations": 10, "update.lr": 2e-3}))
+    still.job.agent.update(still.job.agent.collect(still.job.sampler, 0), 9)
+    assert still.job.agent.optimizer.lr == 2e-3
 
 
 # --- reward scaling ---------------------------------------------------------------------------
@@ -263,15 +274,17 @@ def test_adam_eps_reaches_every_optimizer_and_defaults_stay():
     update's optimizer, the head's own Adam and the value networks' Adam; unset, each keeps
     its optimizer's default (Adam 1e-8, TF-style RMSprop 1e-10)."""
     def eps_of(agent):
-        return [opt.param_groups[0]["eps"] for opt in (agent.svgd.optimizer, agent.own_opt, agent.critic.optimizer)]
+        return [opt.param_groups[0]["eps"]
+                for opt in (agent.optimizer.optimizer, agent.optimizer.own_optimizer, agent.critic.optimizer)]
 
     assert eps_of(steinrl.Trainer(config(**RECIPE)).job.agent) == [1e-8, 1e-8, 1e-8]
     sb3_like = config(**RECIPE, **{"update.optimizer_eps": 1e-5, "critic.eps": 1e-5})
     assert eps_of(steinrl.Trainer(sb3_like).job.agent) == [1e-5, 1e-5, 1e-5]
     rmsprop = steinrl.Trainer(config(**{"update.optimizer": "rmsprop_tf"})).job.agent
-    assert rmsprop.svgd.optimizer.param_groups[0]["eps"] == 1e-10
+    assert rmsprop.optimizer.optimizer.param_groups[0]["eps"] == 1e-10
     sgd = steinrl.Trainer(config(**{"update.optimizer": "sgd", "update.optimizer_eps": 1e-5})).job.agent
-    assert "eps" not in sgd.svgd.optimizer.param_groups[0] and sgd.own_opt.param_groups[0]["eps"] == 1e-5
+    assert "eps" not in sgd.optimizer.optimizer.param_groups[0] and \
+        sgd.optimizer.own_optimizer.param_groups[0]["eps"] == 1e-5
     with pytest.raises(steinrl.ConfigError, match="optimizer_eps"):
         config(**{"update.optimizer_eps": 0.0})
 
@@ -351,9 +364,8 @@ def _sb3_reference(agent, samples, parts, lr, ent_coef, vf_coef, max_grad_norm, 
     log_std = torch.nn.Parameter(agent.policy.head.log_std.detach()[0].clone())
     params = [*pi.parameters(), log_std, *vf.parameters()]
     opt = torch.optim.Adam(params, lr=lr)
-    norm = agent.policy.obs_norm
     for idx in parts:
-        obs, actions = norm(samples["obs"][0, idx]), samples["actions"][0, idx]
+        obs, actions = samples["obs"][0, idx], samples["actions"][0, idx]  # normalised by the agent
         dist = torch.distributions.Normal(pi(obs), log_std.exp())
         log_prob, values = dist.log_prob(actions).sum(-1), vf(obs).flatten()
         advantages = samples["advantages"][0, idx]
@@ -378,15 +390,16 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
     agent = trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 1)
     est = agent.estimator.advantages(batch, agent.critic)
-    samples = agent._update_samples(compact(batch, est.advantages, est.value_targets, agent.device))
+    samples = agent.samples(batch, est, 1, old_log_prob=True)[1]
     gen = torch.Generator().manual_seed(iteration_seed(3, 1) + 2)  # the update's own stream
     parts = []
     for _ in range(2):  # epochs
-        idx, mask = minibatch_indices(samples["mask"], 4, [gen])
+        idx, mask = minibatch_indices(samples["mask"], 4, keys_of([gen], samples["mask"].shape[1], 1))
         parts += [idx[k, 0][mask[k, 0] > 0] for k in range(4)]
+    particles = agent.optimizer
     fresh = [torch.optim.Adam(o.param_groups[0]["params"], lr=1e-2)
-             for o in (agent.svgd.optimizer, agent.own_opt, agent.critic.optimizer)]  # SB3's Adam starts fresh here
-    agent.svgd.optimizer, agent.own_opt, agent.critic.optimizer = fresh
+             for o in (particles.optimizer, particles.own_optimizer, agent.critic.optimizer)]  # SB3's Adam starts fresh
+    particles.optimizer, particles.own_optimizer, agent.critic.optimizer = fresh
     pi, log_std, vf = _sb3_reference(agent, samples, parts, 1e-2, 0.01, 0.5, 0.5, 0.05)
     stats = agent.update(batch, 1)
     assert 0.05 < float(stats.extra["clip_fraction"]) < 0.95 and float(stats.extra["grad_norm"]) > 0.5  # both clip
@@ -408,7 +421,7 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
 
     def state(trainer):
         agent = trainer.job.agent
-        stats = {**agent.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}
+        stats = {**agent.estimator.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}
         return {k: v.clone() for k, v in stats.items()}
 
     straight = steinrl.Trainer(cfg)
@@ -421,7 +434,7 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
     again.restore(tmp_path / "c.pt")
     restored = state(again)
     assert saved.keys() == restored.keys() and all(torch.equal(saved[k], restored[k]) for k in saved)
-    assert "returns" in saved and float(again.job.agent.reward_scaler.count) > 100
+    assert "returns" in saved and float(again.job.agent.estimator.reward_scaler.count) > 100
     last = again.step()
     assert {k: v for k, v in last.items() if not k.startswith("time/")} == \
         {k: v for k, v in rows[-1].items() if not k.startswith("time/")}
@@ -452,7 +465,38 @@ def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone(tmp_path):
     first.step_seeds(), first.step_seeds()
     first.save(tmp_path / "s4.pt", 1)
     single = steinrl.Trainer(cfg.replace({"seed": 4})).restore(tmp_path / "s4.pt")
-    assert single.job.agent.reward_scaler.returns.shape == (2, 2)  # seed 4's own particles x envs
+    assert single.job.agent.estimator.reward_scaler.returns.shape == (2, 2)  # seed 4's own particles x envs
     row = single.step()
     for key in keys:
         assert row[key] == pytest.approx(rows[4][2][key], rel=1e-3, abs=1e-5, nan_ok=True), key
+
+
+# --- target_kl --------------------------------------------------------------------------------
+def test_target_kl_stops_at_the_first_minibatch_past_one_and_a_half_times_it(monkeypatch):
+    """SB3's early stop, on the mean over the particles: every minibatch that stepped had a mean
+    approx_kl at most 1.5 target_kl (the first, at the sampling policy, always steps), the one that
+    passed it took no step, and none after it did."""
+    target = 2e-4
+    trainer = steinrl.Trainer(config(**{"particles": 3, "estimator.minibatches": 4, "estimator.epochs": 10,
+                                        "estimator.target_kl": target, "update.lr": 3e-2}))
+    agent = trainer.job.agent
+    kls, steps = [], []
+    diagnostics, step = agent.estimator.diagnostics, agent.optimizer.step
+    monkeypatch.setattr(agent.estimator, "diagnostics",
+                        lambda *a: (d := diagnostics(*a)) and kls.append(float(d["approx_kl"].mean())) or d)
+    monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: steps.append(len(kls)) or step(*a, **k))
+    row = trainer.step()
+    assert 1 <= len(steps) < 40  # it stopped early
+    assert len(kls) == len(steps) + 1 and kls[-1] > 1.5 * target  # the minibatch that passed took no step
+    assert all(kl <= 1.5 * target for kl in kls[1:-1])
+    assert row["train/ppo_epochs"] == -(-len(steps) // 4)  # epochs that took a step
+
+
+def test_without_target_kl_every_epoch_runs_and_with_seeds_it_is_refused():
+    cfg = config(**{"estimator.minibatches": 2, "estimator.epochs": 3})
+    assert "train/ppo_epochs" not in steinrl.Trainer(cfg).step()
+    with pytest.raises(steinrl.ConfigError, match="target_kl"):
+        config(**{"estimator.target_kl": 0.0})
+    batch = config("svgd-ppo", "CartpoleSwingUp", **{"estimator.target_kl": 0.01, "rollout.sampling": "continuing"})
+    with pytest.raises(steinrl.ConfigError, match="seeds in one batch"):
+        steinrl.Trainer(batch, [0, 1])

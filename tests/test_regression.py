@@ -198,3 +198,62 @@ def test_benchmark_script_end_to_end(tmp_path):
     assert "## UCI regression: tiny" in (tmp_path / "out" / "uci_tiny.md").read_text()
     bad = run_script("benchmarks/uci.py", "--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_update_flag_reaches_the_stein_methods_only(tmp_path):
+    """``--update`` options go to fit_regressor's update_options for a Stein method (the same fit
+    as calling it directly, and not the weight-space one) and are dropped for the others."""
+    uci = _uci_module()
+    data = np.random.default_rng(1).normal(size=(40, 3))
+    d = _write_uci(tmp_path / "tiny", data)
+    opts = dict(hidden=(5,), particles=3, epochs=2, batch_size=10, lr=1e-2, prior="joint", optimizer="adam",
+                noise_scale=10.0)
+    functions = {"kernel_space": "functions", "function_states": 4}
+    _, _, rmse_f, ll_f, _ = uci.run_split(str(d), "svgd", 0, {**opts, "update_options": functions})
+    X, y, _ = load_uci(d)
+    train, test = split_indices(len(y), 0)
+    direct = fit_regressor("svgd", X[train], y[train], seed=0, update_options=functions, **opts)
+    assert rmse_f == direct.rmse(X[test], y[test]) and ll_f == direct.test_log_likelihood(X[test], y[test])
+    assert uci.run_split(str(d), "svgd", 0, {**opts, "update_options": {}})[2] != rmse_f
+    independent = [uci.run_split(str(d), "independent", 0, {**opts, "update_options": u})[2] for u in (functions, {})]
+    assert independent[0] == independent[1]
+    assert uci.method_label("svgd", functions) == "svgd update.kernel_space=functions update.function_states=4"
+    assert uci.method_label("independent", functions) == "independent"
+
+
+@pytest.mark.parametrize("items, message", [
+    (["kernel_space=fn"], "config key 'kernel_space' in --update must be one of weights, functions"),
+    (["function_states=1"], "config key 'function_states' in --update must be >= 2"),
+    (["function_states=101"], "--update function_states=101 is larger than the minibatch (--batch-size 100)"),
+    (["kernel=imq"], "--update kernel: not an option of the Stein update"),
+    (["kernel_space"], "--update expects KEY=VALUE"),
+])
+def test_update_flag_errors_are_one_line(items, message):
+    with pytest.raises(ConfigError) as info:
+        _uci_module().parse_update(items, batch_size=100)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_benchmark_script_keeps_weight_and_function_space_rows_apart(tmp_path):
+    """A run with --update adds its own rows (svgd update.kernel_space=functions) beside the plain
+    svgd row of an earlier run; the summary lines name the update; --update without a Stein method
+    is refused in one line."""
+    data = np.random.default_rng(0).normal(size=(40, 3))
+    d = _write_uci(tmp_path / "tiny", data, splits="1\n")
+    common = ["--data", str(d), "--epochs", "1", "--jobs", "1", "--particles", "3", "--batch-size", "10",
+              "--out", str(tmp_path / "out")]
+    plain = run_script("benchmarks/uci.py", *common, "--methods", "svgd", timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    proc = run_script("benchmarks/uci.py", *common, "--methods", "svgd,independent", "--update",
+                      "kernel_space=functions", "--update", "function_states=4", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-2:]
+    assert last[0].startswith("uci set=tiny method=svgd update.kernel_space=functions update.function_states=4 "
+                              "splits=1 rmse=")
+    assert last[1].startswith("uci set=tiny method=independent splits=1 rmse=")
+    rows = [line.split("|")[1].strip() for line in (tmp_path / "out" / "uci_tiny.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| method")]
+    assert rows == ["svgd", "svgd update.kernel_space=functions update.function_states=4", "independent"]
+    bad = run_script("benchmarks/uci.py", *common, "--methods", "bbb", "--update", "kernel_space=functions")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --update sets the Stein update's options; --methods bbb has no Stein method (svgd, s2vgd, vmg, kron)"]

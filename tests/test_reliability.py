@@ -281,7 +281,7 @@ def test_plot_groups_by_env_and_algo_counts_seeds_once_and_warns_on_unequal_leng
 def test_finite_flags_name_exactly_the_particles_with_an_inf_or_nan():
     """FiniteFlags marks a particle non-finite iff one of its values in any tensor is inf or
     NaN: huge finite values (whose sum overflows) stay finite, and the flags AND over calls."""
-    from steinrl.rl.diagnostics import FiniteFlags
+    from steinrl.core.finite import FiniteFlags
 
     big = torch.full((4, 3), 3e38)  # finite; the sum of a row overflows float32
     weights = torch.zeros(4, 2, 2)

@@ -53,6 +53,8 @@ def _case_id(case):
 def test_first_iterations_match_the_pre_restructure_code(case):
     old = {**DATA["small_overrides"], **case["overrides"]}
     overrides = {OLD_KEYS[k]: v for k, v in old.items() if k != "whole_episodes"}
+    if "update.bandwidth" in overrides:  # today a parameter of the kernel
+        overrides["update.kernel"] = {"bandwidth": overrides.pop("update.bandwidth")}
     if old.get("whole_episodes") is False:  # the old cut-at-the-batch-boundary mode
         overrides["rollout.sampling"] = "cut"
     # the old code's defaults were the papers' (s2vgd learned Λ): --preset paper

@@ -1,4 +1,5 @@
-"""Fused SVGD against naive per-pair loops, the SVPG code's bandwidth, and inference checks."""
+"""Fused SVGD against naive per-pair loops, the SVPG code's bandwidth, the particle optimizer's
+step, and inference checks."""
 
 import io
 import math
@@ -7,17 +8,27 @@ import numpy as np
 import pytest
 import torch
 
-from steinrl.core.svgd import (
-    SVGD,
-    bandwidth,
-    flatten,
-    pairwise_sq_dists,
-    rbf_kernel,
-    svgd_direction,
-    unflatten_into,
-)
+from steinrl.core.kernels import RBFKernel, bandwidth, pairwise_sq_dists
+from steinrl.core.particle_optimizer import ParticleOptimizer
+from steinrl.core.svgd import flatten, svgd_direction, unflatten_into
+from steinrl.core.updates import IndependentUpdate, SteinUpdate
 
 F64 = torch.float64
+
+
+def rbf(rule="svpg"):
+    return RBFKernel(bandwidth=rule)
+
+
+def stein(rule="svpg", kernel="rbf"):
+    """The Stein update under ``kernel`` with bandwidth rule ``rule``."""
+    return SteinUpdate({"name": kernel, "bandwidth": rule})
+
+
+def with_gradients(params, grads):
+    """An objective ``(M,)`` whose gradient of −Σ_i J_i is ``grads`` (what the old tests set as
+    ``p.grad``, the gradient of the loss): J_i = −Σ ⟨p_i, g_i⟩."""
+    return -sum((p * g).reshape(p.shape[0], -1).sum(1) for p, g in zip(params, grads))
 
 
 # ----------------------------------------------------------------------------- references
@@ -145,7 +156,7 @@ def test_bandwidth_fixed_guards_and_errors():
 
 def test_rbf_kernel():
     theta, _ = random_particles(6, 4, seed=3)
-    K, h = rbf_kernel(torch.tensor(theta), 1.5)
+    K, h = rbf(1.5)(torch.tensor(theta))
     np.testing.assert_allclose(K.numpy(), np.exp(-naive_sq_dists(theta) / 1.5), rtol=1e-12)
     assert h.item() == 1.5
 
@@ -157,7 +168,7 @@ def test_svgd_direction_matches_double_loop(rule):
     theta *= 0.3  # keep pairs within kernel reach so the repulsive term is not negligible
     h = {"svpg": svpg_code_bandwidth, "s2vgd": s2vgd_bandwidth}[rule](theta) if isinstance(rule, str) else rule
     attractive, repulsive = naive_svgd(theta, grad, h)
-    phi, info = svgd_direction(torch.tensor(theta), torch.tensor(grad), bandwidth=rule)
+    phi, info = svgd_direction(torch.tensor(theta), torch.tensor(grad), kernel=rbf(rule))
     np.testing.assert_allclose(phi.numpy(), attractive + repulsive, rtol=1e-6, atol=1e-9)
     assert np.linalg.norm(repulsive) > 1e-3 * np.linalg.norm(attractive)
     # diagnostics
@@ -182,34 +193,35 @@ def test_svgd_direction_float32():
     np.testing.assert_allclose(phi.double().numpy(), attractive + repulsive, rtol=1e-4, atol=1e-5)
 
 
-def test_independent_kernel_and_single_particle_give_plain_gradient():
+def test_independent_update_and_single_particle_give_plain_gradient():
     theta, grad = (torch.tensor(a) for a in random_particles(8, 5, seed=7))
-    phi, info = svgd_direction(theta, grad, kernel="independent")
+    phi, info = IndependentUpdate().direction(theta, grad)
     torch.testing.assert_close(phi, grad)
     assert info["repulsive_norm"].item() == 0 and info["kernel_mean"].item() == 0
+    d = np.sqrt(naive_sq_dists(theta.numpy()))
+    assert info["bandwidth"].item() == pytest.approx(svpg_code_bandwidth(theta.numpy()), rel=1e-10)
+    assert info["mean_pairwise_distance"].item() == pytest.approx(d[~np.eye(8, dtype=bool)].mean(), rel=1e-9)
     phi1, info1 = svgd_direction(theta[:1], grad[:1])
     torch.testing.assert_close(phi1, grad[:1])
     assert info1["bandwidth"].item() == 1.0 and info1["mean_pairwise_distance"].item() == 0
-    with pytest.raises(ValueError, match="rbf.*independent"):
-        svgd_direction(theta, grad, kernel="laplace")
     with pytest.raises(ValueError):
         svgd_direction(theta, grad[:, :2])
 
 
-# ----------------------------------------------------------------------------- SVGD class
-def test_svgd_step_is_sgd_on_phi_and_handles_missing_grads():
+# ----------------------------------------------------------------------------- the particle optimizer
+def test_particle_step_is_sgd_on_phi_and_handles_missing_grads():
     torch.manual_seed(0)
     a = torch.nn.Parameter(torch.randn(6, 2, 3, dtype=F64) * 0.5)
     b = torch.nn.Parameter(torch.randn(6, 4, dtype=F64) * 0.5)
     c = torch.nn.Parameter(torch.randn(6, 2, dtype=F64) * 0.5)  # never gets a gradient
     target = torch.randn(6, 4, dtype=F64)
-    svgd = SVGD([a, b, c], lr=0.1, optimizer="sgd")
-    loss = a.square().sum() + (b - target).square().sum()  # = −log target (up to a constant)
-    loss.backward()
+    opt = ParticleOptimizer([a, b, c], lr=0.1, optimizer="sgd")
     theta = flatten([a, b, c]).detach().numpy()
-    g = -flatten([a.grad, b.grad, torch.zeros_like(c)]).numpy()
+    # log target, by hand: −‖a_i‖² − ‖b_i − target_i‖², gradient −2 a_i, −2 (b_i − target_i), 0
+    g = flatten([-2 * a.detach(), -2 * (b.detach() - target), torch.zeros_like(c)]).numpy()
     attractive, repulsive = naive_svgd(theta, g, svpg_code_bandwidth(theta))
-    info = svgd.step()
+    log_target = -a.square().sum((1, 2)) - (b - target).square().sum(1)
+    info = opt.step(log_target).direction
     np.testing.assert_allclose(flatten([a, b, c]).detach().numpy(), theta + 0.1 * (attractive + repulsive), rtol=1e-10)
     assert set(info) >= {"bandwidth", "mean_pairwise_distance", "kernel_mean", "attractive_norm", "repulsive_norm"}
     np.testing.assert_allclose(c.grad.numpy(), -(attractive + repulsive)[:, -2:], rtol=1e-10)
@@ -222,14 +234,13 @@ def test_single_particle_equals_plain_optimizer_step(optimizer):
     w0 = torch.randn(1, 3, 2)
     p = torch.nn.Parameter(w0.clone())
     q = torch.nn.Parameter(w0.clone())
-    svgd = SVGD([p], lr=0.01, optimizer=optimizer)
+    particles = ParticleOptimizer([p], lr=0.01, optimizer=optimizer)
     opt = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}[optimizer]([q], lr=0.01)
     x = torch.randn(5, 3)
     for _ in range(5):
-        for param in (p, q):
-            param.grad = None
-            torch.tanh(x @ param[0]).sum().backward()
-        svgd.step()
+        particles.step(-torch.tanh(x @ p[0]).sum().reshape(1))
+        q.grad = None
+        torch.tanh(x @ q[0]).sum().backward()
         opt.step()
     torch.testing.assert_close(p, q, rtol=0, atol=1e-7)
 
@@ -237,38 +248,40 @@ def test_single_particle_equals_plain_optimizer_step(optimizer):
 def test_state_dict_roundtrip_through_torch_save():
     torch.manual_seed(2)
     p = torch.nn.Parameter(torch.randn(4, 3))
-    svgd = SVGD([p], lr=0.01, optimizer="adam")
+    opt = ParticleOptimizer([p], lr=0.01, optimizer="adam")
     for _ in range(3):
-        p.grad = torch.randn(4, 3)
-        svgd.step()
+        opt.step(with_gradients([p], [torch.randn(4, 3)]))
     buf = io.BytesIO()
-    torch.save(svgd.state_dict(), buf)
+    torch.save(opt.state_dict(), buf)
     buf.seek(0)
     loaded = torch.load(buf, weights_only=True)
     q = torch.nn.Parameter(p.detach().clone())
-    other = SVGD([q], lr=0.01, optimizer="adam")
+    other = ParticleOptimizer([q], lr=0.01, optimizer="adam")
     other.load_state_dict(loaded)
     g = torch.randn(4, 3)
-    p.grad, q.grad = g.clone(), g.clone()
-    svgd.step()
-    other.step()
+    opt.step(with_gradients([p], [g]))
+    other.step(with_gradients([q], [g]))
     torch.testing.assert_close(p, q, rtol=0, atol=0)
-    svgd.zero_grad()
-    assert p.grad is None
 
 
-def test_svgd_constructor_errors():
+def test_particle_optimizer_constructor_errors():
     p = torch.nn.Parameter(torch.zeros(3, 2))
     with pytest.raises(ValueError, match="lr"):
-        SVGD([p], lr=0.0)
+        ParticleOptimizer([p], lr=0.0)
     with pytest.raises(ValueError, match="adam.*rmsprop"):
-        SVGD([p], lr=0.1, optimizer="lbfgs")
+        ParticleOptimizer([p], lr=0.1, optimizer="lbfgs")
     with pytest.raises(ValueError, match="rbf"):
-        SVGD([p], lr=0.1, kernel="linear")
+        ParticleOptimizer([p], SteinUpdate("linear"), lr=0.1)
     with pytest.raises(ValueError):
-        SVGD([p], lr=0.1, bandwidth="scott")
+        ParticleOptimizer([p], stein("scott"), lr=0.1)
     with pytest.raises(ValueError, match="particle dim"):
-        SVGD([p, torch.nn.Parameter(torch.zeros(4, 2))], lr=0.1)
+        ParticleOptimizer([p, torch.nn.Parameter(torch.zeros(4, 2))], lr=0.1)
+    with pytest.raises(ValueError, match="temperature"):
+        ParticleOptimizer([p], lr=0.1, temperature=0.0)
+    with pytest.raises(ValueError, match="log_prior"):
+        ParticleOptimizer([p], lr=0.1, prior_weight=1.0)
+    with pytest.raises(ValueError, match="stein, independent"):
+        ParticleOptimizer([p], "coupled", lr=0.1)
 
 
 # ----------------------------------------------------------------------------- inference
@@ -280,13 +293,10 @@ def _run_gaussian(rule, optimizer, lr, steps):
     torch.manual_seed(0)
     prec = torch.linalg.inv(COV)
     p = torch.nn.Parameter(0.3 * torch.randn(50, 2, dtype=F64) + torch.tensor([-2.0, 2.0], dtype=F64))
-    svgd = SVGD([p], lr=lr, optimizer=optimizer, bandwidth=rule)
+    opt = ParticleOptimizer([p], stein(rule), lr=lr, optimizer=optimizer)
     for _ in range(steps):
-        svgd.zero_grad()
         d = p - MU
-        log_target = -0.5 * ((d @ prec) * d).sum(1)  # M
-        (-log_target).sum().backward()
-        svgd.step()
+        opt.step(-0.5 * ((d @ prec) * d).sum(1))  # log target (M,)
     x = p.detach()
     return x.mean(0), torch.cov(x.T)
 
@@ -318,11 +328,10 @@ def _log_mixture(x):
 def _run_mixture(kernel, start, steps=600):
     gen = torch.Generator().manual_seed(0)
     p = torch.nn.Parameter(start + 0.1 * torch.randn(100, 1, generator=gen, dtype=F64))
-    svgd = SVGD([p], lr=0.05, optimizer="adam", kernel=kernel)
+    update = IndependentUpdate() if kernel == "independent" else stein(kernel=kernel)
+    opt = ParticleOptimizer([p], update, lr=0.05, optimizer="adam")
     for _ in range(steps):
-        svgd.zero_grad()
-        (-_log_mixture(p)).sum().backward()
-        svgd.step()
+        opt.step(_log_mixture(p).squeeze(1))
     return p.detach().squeeze(1)
 
 
@@ -377,40 +386,39 @@ def test_proximal_gradient_against_a_double_loop():
     np.testing.assert_allclose(proximal_gradient(theta, prev).numpy(), ref, rtol=1e-9, atol=1e-12)
 
 
-def test_svgd_proximal_term_pulls_back_and_is_checkpointed():
+def test_proximal_term_pulls_back_and_is_checkpointed():
     torch.manual_seed(0)
     nn = torch.nn
     p = nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
     plain = nn.Parameter(p.detach().clone())
-    a = SVGD([p], lr=0.1, optimizer="sgd", proximal=0.5)
-    b = SVGD([plain], lr=0.1, optimizer="sgd")
+    a = ParticleOptimizer([p], lr=0.1, optimizer="sgd", proximal=0.5)
+    b = ParticleOptimizer([plain], lr=0.1, optimizer="sgd")
     for opt in (a, b):  # step 1: no previous particles yet, so no proximal term
-        opt.zero_grad()
-        opt.params[0].grad = torch.ones_like(opt.params[0])
-        opt.step()
+        opt.step(with_gradients(opt.params, [torch.ones_like(opt.params[0])]))
     torch.testing.assert_close(p.detach(), plain.detach())
     before = p.detach().clone()
     for opt in (a, b):
-        opt.zero_grad()
-        opt.step()  # step 2: zero loss gradient
+        opt.step(with_gradients(opt.params, [torch.zeros_like(opt.params[0])]))  # step 2: zero loss gradient
     step_a, step_b = p.detach() - before, plain.detach() - before
     assert not torch.allclose(step_a, step_b)
     # the proximal term points back along the last move (here −1 in every coordinate)
     assert ((step_a - step_b) > 0).all()
     state = a.state_dict()
-    c = SVGD([nn.Parameter(p.detach().clone())], lr=0.1, optimizer="sgd", proximal=0.5)
+    c = ParticleOptimizer([nn.Parameter(p.detach().clone())], lr=0.1, optimizer="sgd", proximal=0.5)
     c.load_state_dict(state)
     torch.testing.assert_close(c.prev_theta, a.prev_theta)
     with pytest.raises(ValueError, match="proximal"):
-        SVGD([p], lr=0.1, proximal=-1.0)
+        ParticleOptimizer([p], lr=0.1, proximal=-1.0)
 
 
-def test_public_svgd_with_sgd_matches_a_correlated_gaussian_within_monte_carlo_error():
-    """``steinrl.SVGD`` (plain SGD base, the optimizer contract) with M = 200 particles on a
+def test_public_particle_optimizer_with_sgd_matches_a_correlated_gaussian_within_monte_carlo_error():
+    """``steinrl.ParticleOptimizer`` (plain SGD base) with M = 200 particles on a
     correlated 2-D Gaussian: the particles' mean and covariance are those of the target
     within the Monte Carlo error of 200 exact samples (mean: 3 standard errors; each
     covariance entry: 10 %, about one standard error of a 200-sample variance, sqrt(2/200))."""
-    from steinrl import SVGD as PublicSVGD
+    from steinrl import ParticleOptimizer as Public
+    from steinrl import RBFKernel as PublicRBF
+    from steinrl import SteinUpdate as PublicStein
 
     M = 200
     mu = torch.tensor([1.0, -0.5], dtype=F64)
@@ -418,13 +426,10 @@ def test_public_svgd_with_sgd_matches_a_correlated_gaussian_within_monte_carlo_e
     prec = torch.linalg.inv(cov)
     gen = torch.Generator().manual_seed(0)
     p = torch.nn.Parameter(0.3 * torch.randn(M, 2, dtype=F64, generator=gen) + torch.tensor([-2.0, 2.0], dtype=F64))
-    opt = PublicSVGD([p], lr=0.2, optimizer="sgd", bandwidth="s2vgd")
+    opt = Public([p], PublicStein(PublicRBF(bandwidth="s2vgd")), lr=0.2, optimizer="sgd")
     for _ in range(2000):
-        opt.zero_grad()
         d = p - mu
-        log_target = -0.5 * ((d @ prec) * d).sum(1)  # (M,)
-        (-log_target.sum()).backward()
-        opt.step()
+        opt.step(-0.5 * ((d @ prec) * d).sum(1))  # log target (M,)
     x = p.detach()
     se = (cov.diagonal() / M).sqrt()
     assert ((x.mean(0) - mu).abs() < 3 * se).all()
@@ -434,20 +439,18 @@ def test_public_svgd_with_sgd_matches_a_correlated_gaussian_within_monte_carlo_e
 
 def test_extra_per_particle_parameters_join_the_particle_vector():
     """A learned per-particle log noise precision beside the network's weights: one SVGD over both."""
-    from steinrl import SVGD as PublicSVGD
-    from steinrl import EnsembleMLP
+    from steinrl import EnsembleMLP, ParticleOptimizer
 
     gen = torch.Generator().manual_seed(0)
     net = EnsembleMLP(4, 3, [5], 1, generator=gen, dtype=F64)
     log_noise_precision = torch.nn.Parameter(torch.zeros(4, 1, dtype=F64))
-    opt = PublicSVGD([*net.parameters(), log_noise_precision], lr=1e-2, optimizer="sgd")
+    opt = ParticleOptimizer([*net.parameters(), log_noise_precision], lr=1e-2, optimizer="sgd")
     x, y = torch.randn(20, 3, dtype=F64, generator=gen), torch.randn(20, 1, dtype=F64, generator=gen)
     pred = net(x)  # (M, 20, 1)
     gamma = log_noise_precision.exp().unsqueeze(1)  # (M, 1, 1)
     log_lik = (0.5 * log_noise_precision.squeeze(1) * 20 - 0.5 * (gamma * (pred - y).square()).sum((1, 2)))
-    (-log_lik.sum()).backward()
     before = log_noise_precision.detach().clone()
-    info = opt.step()
+    info = opt.step(log_lik).direction
     assert not torch.equal(before, log_noise_precision.detach())
     theta = torch.cat([q.detach().reshape(4, -1) for q in [*net.parameters(), log_noise_precision]], 1)
     assert theta.shape[1] == sum(q[0].numel() for q in net.parameters()) + 1
@@ -461,31 +464,29 @@ def test_grouped_svgd_direction_equals_each_group_alone_and_ignores_the_others()
     theta = torch.randn(3, 5, 7, dtype=F64, generator=gen)
     grad = torch.randn(3, 5, 7, dtype=F64, generator=gen)
     for rule in ("svpg", "s2vgd"):
-        phi, info = svgd_direction(theta, grad, bandwidth=rule)
+        phi, info = svgd_direction(theta, grad, kernel=rbf(rule))
         for g in range(3):
-            alone, alone_info = svgd_direction(theta[g], grad[g], bandwidth=rule)
+            alone, alone_info = svgd_direction(theta[g], grad[g], kernel=rbf(rule))
             torch.testing.assert_close(phi[g], alone, rtol=1e-12, atol=1e-12)
             torch.testing.assert_close(info["bandwidth"][g], alone_info["bandwidth"])
         moved_theta, moved_grad = theta.clone(), grad.clone()
         moved_theta[1] += 10.0 * torch.randn(5, 7, dtype=F64, generator=gen)
         moved_grad[2] *= -3.0
-        phi2, _ = svgd_direction(moved_theta, moved_grad, bandwidth=rule)
+        phi2, _ = svgd_direction(moved_theta, moved_grad, kernel=rbf(rule))
         torch.testing.assert_close(phi2[0], phi[0], rtol=0, atol=0)
 
 
-def test_svgd_optimizer_with_groups_steps_each_group_like_its_own_optimizer():
+def test_particle_optimizer_with_groups_steps_each_group_like_its_own_optimizer():
     gen = torch.Generator().manual_seed(1)
     start = torch.randn(6, 4, dtype=F64, generator=gen)
     grads = torch.randn(6, 4, dtype=F64, generator=gen)
     together = torch.nn.Parameter(start.clone())
-    opt = SVGD([together], lr=0.1, optimizer="sgd", groups=2)
-    together.grad = grads.clone()
-    opt.step()
+    opt = ParticleOptimizer([together], lr=0.1, optimizer="sgd", groups=2)
+    opt.step(with_gradients([together], [grads]))
     for g in range(2):
         alone = torch.nn.Parameter(start[3 * g:3 * g + 3].clone())
-        single = SVGD([alone], lr=0.1, optimizer="sgd")
-        alone.grad = grads[3 * g:3 * g + 3].clone()
-        single.step()
+        single = ParticleOptimizer([alone], lr=0.1, optimizer="sgd")
+        single.step(with_gradients([alone], [grads[3 * g:3 * g + 3]]))
         torch.testing.assert_close(together.detach()[3 * g:3 * g + 3], alone.detach(), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="groups must divide"):
-        SVGD([torch.nn.Parameter(torch.zeros(5, 2))], lr=0.1, groups=2)
+        ParticleOptimizer([torch.nn.Parameter(torch.zeros(5, 2))], lr=0.1, groups=2)

@@ -10,9 +10,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import steinrl.core.svgd as svgd_mod
-from steinrl.core.kernels import bandwidth, sq_dists_from_gram
-from steinrl.core.svgd import SVGD, svgd_direction
-from steinrl.core.updates import make_update
+from steinrl.core.kernels import bandwidth, make_kernel, sq_dists_from_gram
+from steinrl.core.particle_optimizer import ParticleOptimizer, make_particle_optimizer
+from steinrl.core.svgd import svgd_direction
+from steinrl.core.updates import SteinUpdate, make_update
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config
 
@@ -88,7 +89,7 @@ def test_which_products_run_in_bf16(kernel, grouped):
     if grouped:
         theta, grad = theta.view(2, 8, 40), grad.view(2, 8, 40)
     with RecordProducts() as rec:
-        svgd_direction(theta, grad, kernel=kernel, precision="bf16", attractive_norm=True)
+        svgd_direction(theta, grad, kernel=make_kernel(kernel), precision="bf16", attractive_norm=True)
     over_d = [(a, b) for a, b, k in rec.products if k == 40]  # the (M, D) x (D, M) Grams
     over_m = [(a, b) for a, b, k in rec.products if k != 40 and (a, b) != (torch.float32,) * 2]
     f32, bf16 = (torch.float32,) * 2, (torch.bfloat16,) * 2
@@ -120,8 +121,9 @@ def test_bf16_direction_is_within_its_rounding_bound(kernel):
     h = 0.5 * svpg_h(theta)  # fixed, so the reference needs no median
     phi_ref, scale = reference(theta, grad, h, kernel)
     t, g = torch.tensor(theta, dtype=torch.float32), torch.tensor(grad, dtype=torch.float32)
-    full = svgd_direction(t, g, kernel=kernel, bandwidth=h)[0].double().numpy()
-    bf16 = svgd_direction(t, g, kernel=kernel, bandwidth=h, precision="bf16")[0].double().numpy()
+    k = make_kernel({"name": kernel, "bandwidth": h})
+    full = svgd_direction(t, g, kernel=k)[0].double().numpy()
+    bf16 = svgd_direction(t, g, kernel=k, precision="bf16")[0].double().numpy()
     slack = 1e-5 * (scale + np.abs(phi_ref))  # float32 rounding of the rest
     assert np.all(np.abs(full - phi_ref) <= slack)
     err = np.abs(bf16 - phi_ref)
@@ -143,11 +145,11 @@ def test_attractive_norm_is_optional_and_off_by_default_at_large_d(monkeypatch):
     gen = np.random.default_rng(2)
     theta, grad = 0.3 * gen.standard_normal((8, 20)), gen.standard_normal((8, 20))
     t, g = torch.tensor(theta), torch.tensor(grad)
-    phi, info = svgd_direction(t, g, bandwidth=0.4)
+    phi, info = svgd_direction(t, g, kernel=make_kernel({"name": "rbf", "bandwidth": 0.4}))
     phi_ref, _ = reference(theta, grad, 0.4, "rbf")
     K = np.exp(-((theta[:, None] - theta[None]) ** 2).sum(-1) / 0.4)
     assert info["attractive_norm"].item() == pytest.approx(np.linalg.norm(K @ grad / 8), rel=1e-9)
-    off_phi, off = svgd_direction(t, g, bandwidth=0.4, attractive_norm=False)
+    off_phi, off = svgd_direction(t, g, kernel=make_kernel({"name": "rbf", "bandwidth": 0.4}), attractive_norm=False)
     assert "attractive_norm" not in off and set(off) == set(info) - {"attractive_norm"}
     torch.testing.assert_close(off_phi, phi, rtol=0, atol=0)  # φ itself does not change
     np.testing.assert_allclose(off_phi.numpy(), phi_ref, rtol=1e-9, atol=1e-12)
@@ -161,24 +163,25 @@ def test_attractive_norm_is_optional_and_off_by_default_at_large_d(monkeypatch):
     assert "attractive_norm" in svgd_direction(t, g)[1]
 
 
-# ----------------------------------------------------------------------------- config and SVGD class
+# ----------------------------------------------------------------------------- config and the particle optimizer
 def test_scale_options_reach_the_update_from_the_config():
     cfg = load_config("svgd-a2c", "CartpoleSwingUp", {"update.attractive_norm": "off",
                                                       "update.kernel_precision": "bf16"})
     p = torch.nn.Parameter(torch.randn(3, 4))
-    svgd = make_update("svgd", [p], **cfg.update)
-    assert svgd.scale_options == {"attractive_norm": False, "precision": "bf16"}
-    assert make_update("svgd", [p]).scale_options == {"attractive_norm": None, "precision": "full"}
-    assert make_update("independent", [p], kernel_precision="bf16").scale_options["precision"] == "full"
+    update = make_particle_optimizer("stein", [p], cfg.update).update
+    assert (update.attractive_norm, update.precision) == (False, "bf16")
+    assert (make_update("stein").attractive_norm, make_update("stein").precision) == (None, "full")
+    with pytest.raises(ValueError, match="does not take"):
+        make_update("independent", kernel_precision="bf16")
     for key, value in (("update.attractive_norm", "sometimes"), ("update.kernel_precision", "fp8")):
         with pytest.raises(ConfigError, match=key.split(".")[1]):
             load_config("svgd-a2c", "CartpoleSwingUp", {key: value})
     with pytest.raises(ConfigError, match="kernel_precision"):  # no kernel, no kernel product
         load_config("independent-a2c", "CartpoleSwingUp", {"update.kernel_precision": "bf16"})
     with pytest.raises(ValueError, match="precision"):
-        SVGD([p], lr=0.1, precision="tf32")
+        SteinUpdate(kernel_precision="tf32")
     with pytest.raises(ValueError, match="attractive_norm"):
-        make_update("svgd", [p], attractive_norm="yes")
+        make_update("stein", attractive_norm="yes")
 
 
 def test_svgd_step_in_bf16_moves_particles_like_full_precision():
@@ -188,9 +191,9 @@ def test_svgd_step_in_bf16_moves_particles_like_full_precision():
     moved = []
     for precision in ("full", "bf16"):
         p = torch.nn.Parameter(start.clone())
-        svgd = SVGD([p], lr=0.05, optimizer="sgd", precision=precision, attractive_norm=False)
-        (p - target).square().sum().mul(0.5).backward()
-        info = svgd.step()
+        opt = ParticleOptimizer([p], SteinUpdate(attractive_norm="off", kernel_precision=precision), lr=0.05,
+                                optimizer="sgd")
+        info = opt.step(-0.5 * (p - target).square().sum(1)).direction
         assert "attractive_norm" not in info and "repulsive_norm" in info
         moved.append(p.detach() - start)
     assert (moved[1] - moved[0]).norm() <= 4 * U_BF16 * moved[0].norm()

@@ -146,8 +146,9 @@ def test_step_save_restore_equals_stepping_on(tmp_path, algo, extra):
     assert head + tail == straight
     state = load_checkpoint(tmp_path / "ckpt.pt")
     if "critic.name" in extra:
-        assert "coeffs" in state["job"]["agent"]["critic"]["module"] and "prev_theta" in state["job"]["agent"]["svgd"]
-        assert "own_opt" not in state["job"]["agent"]  # the log-std is in the kernel
+        agent = state["job"]["agent"]
+        assert "coeffs" in agent["critic"]["module"] and "prev_theta" in agent["particle_optimizer"]
+        assert "own_optimizer" not in agent["particle_optimizer"]  # the log-std is in the kernel
 
 
 def test_trainer_has_no_side_effects(tmp_path, monkeypatch):

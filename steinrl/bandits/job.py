@@ -26,8 +26,8 @@ from steinrl.bandits.agents import AGENTS, LIKELIHOOD_OPTIONS, BanditAgent, Hist
 from steinrl.bandits.tasks import BANDIT_TASKS, regret
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
+from steinrl.core.particle_optimizer import OPTIMIZERS
 from steinrl.core.priors import PRIORS
-from steinrl.core.svgd import OPTIMIZERS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
@@ -130,8 +130,9 @@ class BanditJob:
                 Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
-            update = options_of(UPDATES.get(m.update))  # the bandwidth and (svgd) the kernel of the update
-            sections["update"] = tuple(o for o in update if o.name in ("bandwidth", "kernel"))
+            # the kernel of a Stein update and its space (the protocol sets the optimizer and its step size)
+            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update))
+                                       if o.name in ("kernel", "kernel_space", "function_states", "function_driving"))
         return sections
 
     @classmethod

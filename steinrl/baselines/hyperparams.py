@@ -33,9 +33,6 @@ ZOO_FILE = Path(str(importlib.resources.files("steinrl.configs"))) / "sb3" / "pp
 ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU"}
 
 
-def _nullable_positive_int(value: Any) -> str | None:
-    return None if value is None else at_least_one(value)
-
 
 def _sde_freq(value: Any) -> str | None:
     return None if value >= -1 else "must be >= -1 (-1: sample the noise once per rollout)"
@@ -69,7 +66,7 @@ OPTION_DOCS: dict[str, tuple[Any, str, Any]] = {
     "net_arch": (list[int], "Hidden layer sizes of the policy and of the value network (each its own).",
                  at_least_one),
     "activation": (str, "Hidden activation.", None),
-    "horizon": ((int, None), "Maximum episode length (null: the task's own time limit).", _nullable_positive_int),
+    "horizon": ((int, None), "Maximum episode length (null: the task's own time limit).", at_least_one),
 }
 
 

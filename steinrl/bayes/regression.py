@@ -30,7 +30,7 @@ M vs M + 1; log γ starts at −log(mean squared residual of the initial network
 average the particles. Their step, "AdaGrad with momentum", is RMSprop with decay 0.9, ε = 1e-6
 outside the root, lr 1e-3 (``optimizer="rmsprop", lr=1e-3`` here; theirs seeds the average with the
 first g² instead of 0.1 g²); it underfits on validation splits carved from training data, so
-the default is Adam, lr 3e-3 (docs/results.md#uci-the-default-optimizer). Adam moves every
+the default is Adam, lr 3e-3 (docs/results/uci.md#uci-the-default-optimizer). Adam moves every
 coordinate by about lr per step, which caps the travel of log γ (yacht needs log γ ≈ 7-8
 from ≈ 0): the optimised coordinate is log γ / ``noise_scale`` (default 10).
 Left open by the papers and chosen here: the number of epochs (the
@@ -53,10 +53,11 @@ from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
 from steinrl.core.ensemble import EnsembleMLP
+from steinrl.core.kernels import kernel_spec
 from steinrl.core.methods import METHODS
 from steinrl.core.optim import gradient_step
+from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.core.updates import make_update
 from steinrl.errors import ConfigError
 
 __all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
@@ -136,7 +137,7 @@ def _batches(n: int, batch_size: int, gen: torch.Generator):
 
 
 def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epochs, batch_size, lr, gen, prior,
-                   a, b, optimizer, kernel, activation, noise_scale) -> tuple[nn.Module, Callable]:
+                   a, b, optimizer, kernel, activation, noise_scale, update_options) -> tuple[nn.Module, Callable]:
     spec = METHODS.get(method)
     net = EnsembleMLP(particles, x.shape[1], hidden, 1, activation=activation, layer=spec.layer,
                       layer_options=spec.layer_defaults, init="lecun", generator=gen)
@@ -159,17 +160,24 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)
     params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
-    svgd = make_update(spec.update, params, lr=lr, optimizer=optimizer, bandwidth="s2vgd", kernel=kernel,
-                       optimizer_kwargs=opt_kwargs)
+    given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
+    section = {"kernel": kernel_spec({"bandwidth": "s2vgd", **given}), **(update_options or {})} \
+        if spec.update == "stein" else {}
+    particles_opt = make_particle_optimizer(spec.update, params, section, lr=lr, optimizer=optimizer,
+                                            optimizer_kwargs=opt_kwargs)
+    update = particles_opt.update
+    shared = update.function_states if update.kernel_space == "functions" else 0  # B inputs of each minibatch
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
+            if shared:  # the function-space kernel on the predictions at the minibatch's first B inputs
+                particles_opt.functions = lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)
             pred = net(x[idx]).squeeze(-1)  # M B
             log_gamma = noise_scale * u_gamma  # M 1
             gamma = log_gamma.exp()
             sq = (pred - y[idx]).square().sum(1, keepdim=True)  # M 1
             log_lik = (n / len(idx)) * (0.5 * len(idx) * (log_gamma - _LOG_2PI) - 0.5 * gamma * sq)
             log_target = (log_lik + log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
-            gradient_step(-log_target.sum(), [svgd])
+            particles_opt.step(log_target)
     model = nn.ModuleDict({"net": net, "prior": weight_prior})
     model.register_parameter("noise_coordinate", u_gamma)
     return model, lambda xs: (net(xs).squeeze(-1), (noise_scale * u_gamma).squeeze(1).exp())
@@ -210,8 +218,9 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
 def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidden: Sequence[int] = (50,),
                   particles: int = 20, epochs: int = 500, batch_size: int = 100, lr: float = 3e-3, seed: int = 0,
                   prior: str = "joint", a: float = 1.0, b: float = 0.1, optimizer: str = "adam",
-                  kernel: str = "rbf", activation: str = "relu", n_predict: int = 100,
-                  posterior_options: dict | None = None, noise_scale: float = 10.0) -> Regressor:
+                  kernel: str | dict = "rbf", activation: str = "relu", n_predict: int = 100,
+                  posterior_options: dict | None = None, noise_scale: float = 10.0,
+                  update_options: dict | None = None) -> Regressor:
     """Fit a BNN regressor ``X (N, d) -> y (N,)``.
 
     :param method: a particle method of :data:`PARTICLE_METHODS` (``svgd``, ``s2vgd``, ``vmg``,
@@ -226,13 +235,18 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
     :param prior: ``"joint"`` (learned log λ_g per particle and group) or ``"invgamma"``
         (λ_g marginalised); particle methods only.
     :param a: Gamma shape of the hyper-priors on γ (and λ). :param b: their rate.
-    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of :class:`~steinrl.core.SVGD`).
-    :param kernel: the Stein kernel of a coupled particle method (``rbf``, ``imq``, see
-        :data:`steinrl.core.kernels.KERNELS`).
+    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of
+        :class:`~steinrl.core.ParticleOptimizer`).
+    :param kernel: the Stein kernel of a coupled particle method: a name (``rbf``, ``imq``) or
+        a mapping of name and parameters (:func:`steinrl.core.kernels.kernel_spec`); its
+        bandwidth rule is ``s2vgd`` unless the mapping names one.
     :param noise_scale: the optimised coordinate of the noise precision is u = log γ / noise_scale,
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
         short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
+    :param update_options: more options of a Stein method's particle update, e.g.
+        ``{"kernel_space": "functions", "function_states": 32}`` (the kernel on the
+        predictions at each minibatch's first B inputs; see the ``update`` config section).
     :param n_predict: posterior draws averaged at prediction (variational methods).
     :param posterior_options: options of :func:`~steinrl.bayes.make_posterior` (over
         the posterior's ``regression_defaults``).
@@ -252,7 +266,7 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
                   activation=activation, noise_scale=float(noise_scale))
     if method in PARTICLE_METHODS:
         model, sampler = _fit_particles(method, x, y, particles=particles, prior=prior, optimizer=optimizer,
-                                        kernel=kernel, **common)
+                                        kernel=kernel, update_options=update_options, **common)
     else:
         model, sampler = _fit_variational(method, x, y, n_predict=n_predict, seed=seed,
                                           posterior_options=posterior_options, **common)

@@ -58,9 +58,18 @@ def _params(optimizer: torch.optim.Optimizer) -> list[Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
+def _plain_group(group: dict[str, Any]) -> dict[str, Any]:
+    """A param group as an eager optimizer takes it: a step size as a number, not capturable
+    (a CUDA graph's optimizer is made capturable again when it loads the state)."""
+    group = {**group, "lr": float(group["lr"]) if isinstance(group["lr"], Tensor) else group["lr"]}
+    return {**group, "capturable": False} if "capturable" in group else group
+
+
 def optimizer_group(optimizer: torch.optim.Optimizer, index: int, groups: int) -> dict[str, Any]:
-    """Group ``index`` of ``optimizer.state_dict()`` (every parameter has a particle axis)."""
+    """Group ``index`` of ``optimizer.state_dict()`` (every parameter has a particle axis), its
+    param groups as an eager optimizer takes them."""
     state = optimizer.state_dict()
+    state = {**state, "param_groups": [_plain_group(g) for g in state["param_groups"]]}
     if groups == 1:
         return state
     params = _params(optimizer)

@@ -6,10 +6,10 @@ fixes how a particle's weights are parameterised and how particles are coupled.
 ==============  ==================  ============  =========================================
 method          layer / prior       update        paper
 ==============  ==================  ============  =========================================
-``svgd``        gaussian (dense)    svgd (RBF)    SVPG (Liu et al., 2017)
-``s2vgd``       householder (K=1)   svgd          S²VGD (Zhang et al., 2018)
-``vmg``         householder (K=0)   svgd          S²VGD's VMG prior (no reflections)
-``kron``        kronecker           svgd          K-Linear prior of the Kronecker-flow paper
+``svgd``        gaussian (dense)    stein (RBF)   SVPG (Liu et al., 2017)
+``s2vgd``       householder (K=1)   stein         S²VGD (Zhang et al., 2018)
+``vmg``         householder (K=0)   stein         S²VGD's VMG prior (no reflections)
+``kron``        kronecker           stein         K-Linear prior of the Kronecker-flow paper
 ``independent`` gaussian (dense)    independent   independent particles, the papers' baseline
 ==============  ==================  ============  =========================================
 """
@@ -26,8 +26,8 @@ __all__ = ["Method", "METHODS"]
 
 @dataclass(frozen=True)
 class Method:
-    """A layer family (registered in :data:`steinrl.core.layers.LAYERS`), an update
-    (:data:`steinrl.core.svgd.UPDATES`) and the layer options it fixes by default."""
+    """A layer family (registered in :data:`steinrl.core.layers.LAYERS`), a particle update
+    (:data:`steinrl.core.updates.UPDATES`) and the layer options it fixes by default."""
 
     layer: str
     update: str
@@ -36,9 +36,9 @@ class Method:
 
 
 METHODS: Registry[Method] = Registry("particle method")
-METHODS.register("svgd", Method("gaussian", "svgd", "SVPG: dense weights, N(0, σ²) prior, RBF kernel."))
-METHODS.register("s2vgd", Method("householder", "svgd", "S²VGD: W = P Λ1 C Λ2 Qᵀ with Householder P, Q."))
-METHODS.register("vmg", Method("householder", "svgd", "S²VGD's VMG prior: Householder layer with K = 0.",
+METHODS.register("svgd", Method("gaussian", "stein", "SVPG: dense weights, N(0, σ²) prior, RBF kernel."))
+METHODS.register("s2vgd", Method("householder", "stein", "S²VGD: W = P Λ1 C Λ2 Qᵀ with Householder P, Q."))
+METHODS.register("vmg", Method("householder", "stein", "S²VGD's VMG prior: Householder layer with K = 0.",
                                {"K": 0}))
-METHODS.register("kron", Method("kronecker", "svgd", "K-Linear prior: W = A Λ1 C Λ2 Bᵀ, unit-triangular A, B."))
+METHODS.register("kron", Method("kronecker", "stein", "K-Linear prior: W = A Λ1 C Λ2 Bᵀ, unit-triangular A, B."))
 METHODS.register("independent", Method("gaussian", "independent", "Independent particles (no kernel)."))

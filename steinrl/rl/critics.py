@@ -14,23 +14,68 @@ A critic is plain regression, not part of θ and not moved by SVGD. Interface:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import NamedTuple
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import cache, partial
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import INITS, EnsembleMLP
+from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import adam, gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
+from steinrl.rl.value_regression import ValueRegression
 
-__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS"]
+__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit"]
 
 
-def _nullable_positive(value: float | None) -> str | None:
-    return None if value is None else positive(value)
+
+@cache
+def _overlap_pool() -> ThreadPoolExecutor:
+    """The one worker thread that runs critics' regressions beside the policy updates (``critic.overlap``)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steinrl-critic")
+
+
+class CriticFit:
+    """A critic's regression on an update's samples while the ``with`` block moves the policy.
+
+    Entering prepares the fit (:meth:`Critic.prepare_fit`: it reads the observation normaliser
+    the block may bypass) and, with ``critic.overlap``, starts it on a second thread; leaving
+    waits for it or runs it, then sets :attr:`value_loss` ``(M,)``. The critic is never left
+    mid-fit, also when the block raises (a checkpoint after an interrupt reads it).
+
+    :param critic: the critic, or None (no fit of its own: :attr:`value_loss` stays None).
+    :param samples: the update's compacted samples.
+    :param columns: the fit's random regression columns (:meth:`Critic.draw_columns`), or None.
+    :param finite: flags the value loss's finiteness per particle (optional).
+    """
+
+    def __init__(self, critic: Critic | None, samples: Samples, columns: Tensor | None = None,
+                 finite: FiniteFlags | None = None) -> None:
+        self.critic, self.samples, self.columns, self.finite = critic, samples, columns, finite
+        self.value_loss: Tensor | None = None
+        self._call: Callable[[], Tensor] | None = None
+        self._future: Future | None = None
+
+    def __enter__(self) -> CriticFit:
+        if self.critic is not None:
+            self._call = self.critic.prepare_fit(self.samples, self.columns)
+            if getattr(self.critic, "overlap", False):
+                self._future = _overlap_pool().submit(self._call)
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if self._future is not None:
+            wait([self._future])
+            if exc_type is None:
+                self.value_loss = self._future.result()
+        elif self._call is not None and exc_type is None:
+            self.value_loss = self._call()
+        if self.value_loss is not None and self.finite is not None:
+            self.finite.add("value loss", self.value_loss)
 
 
 class Critic(nn.Module):
@@ -47,17 +92,26 @@ class Critic(nn.Module):
         """V of every observation of ``batch``, ``(T + 1, M, E)`` float64 (on the critic's device)."""
         raise NotImplementedError
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """Regress ``samples.targets`` ``(M, n)``; returns each particle's value loss ``(M,)``
-        (mean squared error, return units). ``seed``: one per group of particles (seeds in one batch)."""
+    def samples_columns(self, n: int) -> bool:
+        """Whether a fit on ``n`` samples per particle regresses on random columns (:meth:`draw_columns`)."""
+        return False
+
+    def draw_columns(self, n: int, generators: list[torch.Generator]) -> Tensor:
+        """A fit's random columns of ``n`` samples per particle, one generator per group of
+        particles (seeds in one batch)."""
         raise NotImplementedError
 
-    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """Regress ``samples.targets`` ``(M, n)`` (on ``columns``, where the critic samples them);
+        returns each particle's value loss ``(M,)`` (mean squared error, return units)."""
+        raise NotImplementedError
+
+    def prepare_fit(self, samples: Samples, columns: Tensor | None = None) -> Callable[[], Tensor]:
         """:meth:`fit` in two parts: what reads state shared with the policy (the observation
         normaliser) is done now; the returned call does the rest and returns the value loss.
         The call touches only the critic's own parameters and optimizer, so it may run on
         another thread while the policy updates (``critic.overlap``)."""
-        return partial(self.fit, samples, seed)
+        return partial(self.fit, samples, columns)
 
     def extra_state(self) -> dict:
         """State beyond ``state_dict`` (e.g. an optimizer's) for checkpoints."""
@@ -120,9 +174,9 @@ class ValueEnsemble(Critic):
                check=positive),
         Option("clip_range_vf", (float, None), None,
                "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
-               "the units of the (scaled) returns); null: no value clipping.", check=_nullable_positive),
+               "the units of the (scaled) returns); null: no value clipping.", check=positive),
         Option("eps", (float, None), None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO "
-               "uses 1e-5).", check=_nullable_positive),
+               "uses 1e-5).", check=positive),
         Option("overlap", bool, False,
                "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
                "numbers: each touches only its own parameters); pays where two cores are free to the run."),
@@ -151,8 +205,9 @@ class ValueEnsemble(Critic):
     @torch.no_grad()
     def values(self, batch: Batch) -> Tensor:
         """On CPU in blocks of ``_CPU_BLOCK`` observations per particle: the activations of
-        one block stay in cache (16 x 5050 observations at once, 10 MB per hidden layer, took
-        2-3x longer; the same numbers to float32 rounding)."""
+        one block stay in cache (16 x 5050 observations at once make 10 MB per hidden layer;
+        the block sizes measured: docs/results/train_throughput.md). The same numbers to
+        float32 rounding."""
         obs = _batch_obs(batch, self.target_mean.device)
         block = _CPU_BLOCK if obs.device.type == "cpu" else obs.shape[1]
         dense = self.net.dense()
@@ -174,37 +229,49 @@ class ValueEnsemble(Critic):
             pred = old_values + (pred - old_values).clamp(-self.clip_range_vf, self.clip_range_vf)
         return ((pred - targets).square() * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """``steps`` Adam steps on ``minibatch`` random columns per particle (all if fewer);
-        padding is masked out of the loss. With one seed per group of particles, each group
-        draws its columns from its own generator.
+    def samples_columns(self, n: int) -> bool:
+        return self.minibatch < n
+
+    def draw_columns(self, n: int, generators: list[torch.Generator]) -> Tensor:
+        """``(steps, M, minibatch)`` columns in ``[0, n)``, each group's from its own generator,
+        one draw per step and generator, as the plain loop draws them (on a device, one draw of
+        all steps would not give the same numbers)."""
+        M, device = self.target_mean.shape[0], self.target_mean.device
+        return torch.stack([torch.cat([torch.randint(n, (M // len(generators), self.minibatch), generator=g,
+                                                     device=device) for g in generators])
+                            for _ in range(self.steps)])
+
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """``steps`` Adam steps on ``minibatch`` random columns per particle (``columns``, from
+        :meth:`draw_columns`; all samples if there are no more than ``minibatch``); padding is
+        masked out of the loss.
 
         What the plain loop (per step: draw, gather, forward, masked mean squared error,
         autograd backward, Adam) computes, faster: the standardised targets and every step's
         columns gathered once, the mask folded into per-sample weights, and each step's
-        forward and backward by :class:`_Regression` (hand-written, into buffers reused
+        forward and backward by :class:`~steinrl.rl.value_regression.ValueRegression` (hand-written, into buffers reused
         across the steps).
 
         :return: ``(M,)`` each particle's mean squared error over the regression steps, in
             return units (their mean is the value loss, as SB3 logs it).
         """
-        return self.prepare_fit(samples, seed)()
+        return self.prepare_fit(samples, columns)()
 
-    def prepare_fit(self, samples: Samples, seed: int | list[int]) -> Callable[[], Tensor]:
-        """The normalised inputs, standardised targets and drawn columns now; the Adam steps
+    def prepare_fit(self, samples: Samples, columns: Tensor | None = None) -> Callable[[], Tensor]:
+        """The normalised inputs, standardised targets and gathered columns now; the Adam steps
         in the returned call (:meth:`Critic.prepare_fit`)."""
-        return partial(self._regress, *self._regression_data(samples, seed))
+        return partial(self._regress, *self._regression_data(samples, columns))
 
     def _regress(self, x: Tensor, z: Tensor, weight: Tensor, std: Tensor) -> Tensor:
         """The ``steps`` Adam steps on :meth:`_regression_data`'s tensors; the value loss ``(M,)``."""
-        regression = _Regression(self.net, x.shape[-1])
+        regression = ValueRegression(self.net, x.shape[-1])
         total = torch.zeros(x.shape[1], dtype=torch.float32, device=x.device)
         for s in range(self.steps):
             gradient_step(partial(regression.loss_and_gradients, x[s], z[s], weight[s], total), [self.optimizer])
         return total / max(self.steps, 1) * std.square()
 
     @torch.no_grad()
-    def _regression_data(self, samples: Samples, seed: int | list[int]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _regression_data(self, samples: Samples, columns: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Sets the target statistics; returns every step's inputs ``(steps, M, obs_dim, n)``
         (feature-major views, normalised), standardised targets ``(steps, M, 1, n)``, weights
         ``(steps, M, 1, n)`` (mask / the step's count of real samples) and the targets' std ``(M,)``.
@@ -219,17 +286,14 @@ class ValueEnsemble(Critic):
         self.target_std.copy_(std[:, None])
         z = (targets - self.target_mean) / self.target_std  # (M, B), unit scale
         S = self.steps
-        if self.minibatch >= B:
+        if not self.samples_columns(B):
             x, zt, mk = obs.mT.contiguous()[None], z[:, None][None], mask[:, None][None]
             return (x.expand(S, *x.shape[1:]), zt.expand(S, *zt.shape[1:]),
                     (mk / count[:, None, None]).expand(S, *mk.shape[1:]), std)
-        seeds = [seed] if isinstance(seed, int) else list(seed)
-        gens = [torch.Generator(device=obs.device).manual_seed(s) for s in seeds]
-        # one draw per step and generator, as the plain loop (on a device, one draw of all
-        # steps would not give the same numbers)
-        idx = torch.stack([torch.cat([torch.randint(B, (M // len(gens), self.minibatch), generator=g,
-                                                    device=obs.device) for g in gens]) for _ in range(S)])
-        flat = (idx + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # columns of (M * B)
+        if columns is None:
+            raise ValueError(f"a fit on {B} samples per particle regresses on {self.minibatch} random columns: "
+                             "give them (draw_columns)")
+        flat = (columns + torch.arange(0, M * B, B, device=obs.device)[:, None]).view(-1)  # columns of (M * B)
         n = self.minibatch
         # the inputs as a transposed view (the matmuls take it as it is: no transposing copy)
         x = obs.reshape(M * B, -1).index_select(0, flat).view(S, M, n, -1).mT
@@ -241,84 +305,6 @@ class ValueEnsemble(Critic):
 
     def load_extra_state(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-
-
-class _Hidden(NamedTuple):
-    """How :class:`_Regression` computes a hidden activation: it stores u = forward(z_scale · z)
-    (in place), the layer's output is h = alpha u + beta, and dh/dz = scale · derivative(u)
-    (in place on u)."""
-
-    forward: Callable[[Tensor], Tensor]
-    z_scale: float
-    alpha: float
-    beta: float
-    derivative: Callable[[Tensor], Tensor] | None
-    scale: float
-
-
-#: tanh as u = sigmoid(2z), tanh z = 2u − 1 (torch's float32 tanh is several times slower on
-#: CPU, see steinrl.core.ensemble), 1 − tanh² z = 4 u (1 − u); relu's derivative 0 at 0 and
-#: elu's exp z = u + 1 below 0, as autograd's.
-_HIDDEN = {
-    "tanh": _Hidden(torch.sigmoid_, 2.0, 2.0, -1.0, lambda u: u.addcmul_(u, u, value=-1.0), 4.0),
-    "relu": _Hidden(torch.relu_, 1.0, 1.0, 0.0, Tensor.sign_, 1.0),
-    "elu": _Hidden(torch.nn.functional.elu_, 1.0, 1.0, 0.0, lambda u: u.clamp_(max=0.0).add_(1.0), 1.0),
-    "identity": _Hidden(lambda z: z, 1.0, 1.0, 0.0, None, 1.0),
-}
-
-
-class _Regression:
-    """The value regression's step on an :class:`EnsembleMLP` of dense layers, forward and
-    backward written out (what autograd computes, to float rounding) into buffers allocated
-    once for all the steps of a fit. Feature-major throughout: a layer's activations are
-    ``(M, features, n)``.
-
-    :param net: the value networks (``layer="gaussian"``: W ``(M, in, out)``, bias ``(M, out)``).
-    :param n: samples per particle of each step.
-    """
-
-    def __init__(self, net: EnsembleMLP, n: int):
-        self.layers = [(layer.W, layer.bias) for layer in net.layers]
-        self.act = _HIDDEN[net.activation]
-        M = net.num_particles
-        self.hidden = [w.new_empty(M, w.shape[2], n) for w, _ in self.layers[:-1]]  # each hidden layer's u
-        self.grad_in = [w.new_empty(M, w.shape[1], n) for w, _ in self.layers[1:]]  # dL/dz of a layer's input
-
-    def loss_and_gradients(self, x: Tensor, z: Tensor, weight: Tensor, total: Tensor) -> None:
-        """Adds each particle's weighted squared error of the net on inputs ``x`` ``(M, in, n)``
-        against ``z`` ``(M, 1, n)`` (weights ``(M, 1, n)``) to ``total`` ``(M,)``; puts its
-        gradients (of the sum over particles) in the parameters' ``grad``."""
-        act = self.act
-        with torch.no_grad():
-            h, alpha, beta = x, 1.0, 0.0  # the layer's input is alpha h + beta
-            for i, (W, b) in enumerate(self.layers):
-                hidden = i < len(self.hidden)
-                s = act.z_scale if hidden else 1.0
-                # s (W^T (alpha h + beta) + b): the constants go into the (small) weights
-                bias = (b + beta * W.sum(1) if beta else b) * s
-                h = torch.baddbmm(bias.unsqueeze(2), W.mT * (alpha * s), h, out=self.hidden[i] if hidden else None)
-                if hidden:
-                    act.forward(h)
-                    alpha, beta = act.alpha, act.beta
-            resid = h.sub_(z)  # (M, 1, n): prediction − target
-            half = resid * weight
-            total.add_((half * resid).sum((1, 2)))
-            self._backward(x, half.mul_(2.0))
-
-    def _backward(self, x: Tensor, g: Tensor) -> None:
-        """Gradients into ``p.grad`` from ``g`` ``(M, 1, n)``, dL/d(prediction)."""
-        act = self.act
-        for i in range(len(self.layers) - 1, -1, -1):
-            W, b = self.layers[i]
-            b.grad = g.sum(-1)
-            if i == 0:
-                W.grad = torch.bmm(x, g.mT)
-                return
-            u = self.hidden[i - 1]
-            W.grad = torch.baddbmm(b.grad.unsqueeze(1), u, g.mT, beta=act.beta, alpha=act.alpha)  # (alpha u + beta) g^T
-            g = torch.bmm(W * act.scale, g, out=self.grad_in[i - 1])
-            if act.derivative is not None:
-                g.mul_(act.derivative(u))
 
 
 class LinearBaseline(Critic):
@@ -360,8 +346,8 @@ class LinearBaseline(Critic):
         t = batch.timestep.to(device).permute(1, 0, 2).reshape(M, -1)
         return _to_time_major(self(_batch_obs(batch, device), t), batch)
 
-    def fit(self, samples: Samples, seed: int | list[int]) -> Tensor:
-        """Least squares of the returns on the features over the masked samples.
+    def fit(self, samples: Samples, columns: Tensor | None = None) -> Tensor:
+        """Least squares of the returns on the features over the masked samples (no columns: all of them).
 
         :return: ``(M,)`` each particle's mean squared error of its previous coefficients on
             these returns (the value loss).

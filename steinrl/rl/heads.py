@@ -79,6 +79,11 @@ class PolicyHead(nn.Module):
         """One action per state from all particles' outputs ``out (M, B, out_dim)`` (the ``mean`` acting mode)."""
         raise NotImplementedError
 
+    def function(self, out: Tensor) -> Tensor:
+        """Each particle's action distribution on shared states, as the function-space kernel sees
+        it: ``(M, F)`` from outputs ``out (M, B, out_dim)`` (differentiable)."""
+        raise NotImplementedError
+
     def kernel_parameters(self) -> list[nn.Parameter]:
         """Head parameters moved by SVGD with the network weights."""
         return []
@@ -109,6 +114,12 @@ class GaussianHead(PolicyHead):
         self.out_dim = int(action_space.shape[0])
         self.log_std_in_kernel = bool(log_std_in_kernel)
         self.log_std = nn.Parameter(torch.full((num_particles, self.out_dim), float(log_std_init)))
+        bounds = space_bounds(action_space)  # where actions are clipped: what the function-space kernel sees
+        low, high = (torch.full((self.out_dim,), -1.0), torch.full((self.out_dim,), 1.0)) if bounds is None else \
+            (torch.as_tensor(bounds[0]), torch.as_tensor(bounds[1]))
+        self.register_buffer("_centre", (high + low) / 2, persistent=False)
+        self.register_buffer("_half", (high - low).clamp_min(1e-6) / 2, persistent=False)
+        self._bounded = bounds is not None
 
     @staticmethod
     def supports(action_space: gym.Space) -> bool:
@@ -144,6 +155,13 @@ class GaussianHead(PolicyHead):
     def kernel_parameters(self) -> list[nn.Parameter]:
         return [self.log_std] if self.log_std_in_kernel else []
 
+    def function(self, out: Tensor) -> Tensor:
+        """The means on the states, squashed into the action bounds by tanh (bounded spaces: the
+        clipped actions do not change once a mean leaves the bounds, so the kernel does not push
+        means out there), and the log-std where the kernel moves it (``log_std_in_kernel``)."""
+        means = (torch.tanh((out - self._centre) / self._half) if self._bounded else out).flatten(1)
+        return torch.cat([means, self.log_std], 1) if self.log_std_in_kernel else means
+
     def own_parameters(self) -> list[nn.Parameter]:
         return [] if self.log_std_in_kernel else [self.log_std]
 
@@ -177,6 +195,10 @@ class CategoricalHead(PolicyHead):
         if mask is None:
             return logp, per_state.mean(-1)
         return logp, (per_state * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)  # M
+
+    def function(self, out: Tensor) -> Tensor:
+        """The log-probabilities of every action on the states (logits are defined up to a shift)."""
+        return torch.log_softmax(out, -1).flatten(1)
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
         probs = torch.softmax(out, -1).mean(0)  # B A: the particles' mean action probabilities

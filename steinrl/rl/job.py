@@ -20,8 +20,10 @@ import torch
 from torch import Tensor
 
 from steinrl import envs
+from steinrl.core.finite import FiniteFlags
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
+from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES
 from steinrl.errors import ConfigError
@@ -29,8 +31,9 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import FiniteFlags
+from steinrl.rl.diagnostics import UpdateStats, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
+from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
 from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
@@ -39,16 +42,7 @@ from steinrl.rl.tasks import DeviceTask, HostTask
 __all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs", "to_host"]
 
 
-def _nullable_non_negative(value: Any) -> str | None:
-    return None if value is None else non_negative(value)
 
-
-def _nullable_at_least_one(value: Any) -> str | None:
-    return None if value is None else at_least_one(value)
-
-
-def _nullable_positive(value: Any) -> str | None:
-    return None if value is None else positive(value)
 
 
 @dataclass
@@ -105,17 +99,6 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
     return seeds
 
 
-def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
-    """Every value of an iteration, as float64 numpy arrays of their shapes, in one transfer
-    from the device (one host synchronisation, however many values)."""
-    flat = torch.cat([v.detach().reshape(-1).double() for v in values.values()]).cpu().numpy()
-    out, i = {}, 0
-    for name, v in values.items():
-        out[name] = flat[i:i + v.numel()].reshape(tuple(v.shape))
-        i += v.numel()
-    return out
-
-
 def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
     """Rollout scalars from a batch's ``episode_stats`` ``(3, M)`` (on the host, read by
     :func:`to_host`): SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max over
@@ -151,18 +134,18 @@ class PolicyGradientJob:
                "is set.", check=at_least_one),
         Option("total_steps", (int, None), None, "Stop once the run has taken this many env steps, all particles "
                "together (SB3's total_timesteps; the iteration that crosses it is completed); null: iterations "
-               "decide.", check=_nullable_at_least_one),
+               "decide.", check=at_least_one),
         Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
-               "(summed over resumes) past this many seconds; null: no limit.", check=_nullable_positive),
-        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results.md#temperature-α).
+               "(summed over resumes) past this many seconds; null: no limit.", check=positive),
+        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results/temperature.md).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )
 
     #: Layer defaults of the RL algorithms of a method, over the method's own (the paper's),
-    #: each set by a measurement (docs/results.md); ``--preset paper`` restores the paper's.
+    #: each set by a measurement (docs/results/swingup_10seeds.md); ``--preset paper`` restores the paper's.
     #: s2vgd: Λ fixed at 1, since the paper's prior shrinks a learned Λ and fails the swing-up
-    #: (docs/results.md#defaults-that-followed).
+    #: (docs/results/swingup_10seeds.md#defaults-that-followed).
     rl_layer_defaults: dict[str, dict[str, Any]] = {"s2vgd": {"scales": False}}
 
     @staticmethod
@@ -199,8 +182,8 @@ class PolicyGradientJob:
                       *options_of(PRIORS.get(prior_name)),
                       Option("weight", (float, None), None,
                              "Weight w of log p(theta) in the target J/alpha + w log p; null: 1 / (alpha * "
-                             "batch_size), one step's worth of tempered likelihood.", check=_nullable_non_negative)),
-            "update": options_of(UPDATES.get(m.update)),
+                             "batch_size), one step's worth of tempered likelihood.", check=non_negative)),
+            "update": OPTIMIZER_OPTIONS + options_of(UPDATES.get(m.update)),
             "estimator": options_of(est),
         }
         if est.uses_critic:
@@ -219,7 +202,8 @@ class PolicyGradientJob:
         sample = cls.sections(METHODS.names()[0], "a2c", {})
         rows += [("prior", "every prior", tuple(o for o in sample["prior"] if o.name in ("name", "weight")))]
         rows += [("prior", name, options_of(prior)) for name, prior in PRIORS.items()]
-        rows += [("update", name, options_of(update)) for name, update in UPDATES.items()][:1]
+        rows += [("update", "every particle update", OPTIMIZER_OPTIONS)]
+        rows += [("update", name, options_of(update)) for name, update in UPDATES.items() if options_of(update)]
         rows += [("estimator", name, options_of(est)) for name, est in ESTIMATORS.items()]
         rows += [("critic", "every critic", sample["critic"][:1])]
         rows += [("critic", name, options_of(critic)) for name, critic in CRITICS.items()]
@@ -261,7 +245,9 @@ class PolicyGradientJob:
         self.cfg = cfg
         self.seeds = check_seeds(cfg, seeds)
         S, M, E, horizon = len(self.seeds), cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
-        if env_backend(cfg, S) == "torch":
+        backend = env_backend(cfg, S)
+        graphed = graph_mode(cfg, backend)  # a ConfigError before anything is built
+        if backend == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
 
             self.envs = make_torch_vec(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
@@ -276,6 +262,11 @@ class PolicyGradientJob:
         self.task = task
         self.sampler = Sampler(task, S * M, E, horizon, compile=cfg.rollout.compile)
         self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
+        #: the iteration as a CUDA graph (``run.cuda_graph``), or None: eager
+        self.graph = IterationGraph(self._iterate, self.agent.draws, torch.device(cfg.device)) if graphed else None
+        if self.graph is not None:
+            self.agent.make_capturable()
+        self._layout: list[tuple[str, tuple[int, ...]]] = []  # where each value lies in the packed iteration
         self.env_steps = [0] * S  #: env steps taken so far, each seed (all its particles)
         self.seconds = 0.0  #: training seconds so far (summed over resumes)
 
@@ -318,17 +309,20 @@ class PolicyGradientJob:
         if hooks is not None and hooks.on_rollout_start is not None:
             hooks.on_rollout_start(iteration)
         t0 = time.perf_counter()
-        batch = self.agent.collect(self.sampler, iteration)
-        t1 = time.perf_counter()
-        if hooks is not None and hooks.on_rollout_end is not None and hooks.on_rollout_end(iteration, batch) is False:
-            return None
-        stats = self.agent.update(batch, iteration, self.progress(iteration))
+        if self.graph is not None and hooks is None:  # the whole iteration, replayed
+            self.agent.prepare(iteration, self.progress(iteration))
+            host = unpack(self.graph(iteration).cpu().numpy(), self._layout)  # the one transfer
+            t1 = t2 = time.perf_counter()
+        else:
+            batch = self.agent.collect(self.sampler, iteration)
+            t1 = time.perf_counter()
+            if hooks is not None and hooks.on_rollout_end is not None and \
+                    hooks.on_rollout_end(iteration, batch) is False:
+                return None
+            stats = self.agent.update(batch, iteration, self.progress(iteration))
+            host = to_host(self._values(batch, stats))  # the one transfer
+            t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
-        train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
-        host = to_host({"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
-                        "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
-                        **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}})  # the one transfer
-        t2 = time.perf_counter()
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
                                  iteration + 1)  # messages count iterations from 1
         steps = host["steps"]
@@ -349,6 +343,22 @@ class PolicyGradientJob:
             rows.append(scalars)
         return rows
 
+    def _values(self, batch: Batch, stats: UpdateStats) -> dict[str, Tensor]:
+        """What the host reads of an iteration: valid steps and episode statistics per seed, the
+        update's scalars per seed, the finiteness flags."""
+        S = len(self.seeds)
+        train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
+        return {"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
+                "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
+                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}}
+
+    def _iterate(self, iteration: int) -> Tensor:
+        """One graph-safe iteration (the step sizes set before): collect, learn, and what the host
+        reads, packed in one tensor (:func:`pack`; its layout kept for :func:`unpack`)."""
+        batch = self.agent.collect(self.sampler, iteration)
+        flat, self._layout = pack(self._values(batch, self.agent.learn(batch, iteration)))
+        return flat
+
     def state_dict(self, seed_index: int = 0) -> dict:
         """Seed ``seed_index``'s state, in the single-seed format (it resumes alone)."""
         return {"agent": self.agent.state_dict(seed_index),
@@ -363,6 +373,11 @@ class PolicyGradientJob:
         progress = [s.get("progress", {}) for s in states]  # (checkpoints before total_steps existed: none)
         self.env_steps = [int(p.get("env_steps", 0)) for p in progress]
         self.seconds = float(progress[0].get("seconds", 0.0))
+        if self.graph is not None:  # the loaded state lives in new tensors: warm up and capture again
+            self.agent.draws.thaw()
+            self.graph = IterationGraph(self._iterate, self.agent.draws, self.graph.device, self.graph.capture)
+            if self.graph.capture:
+                self.agent.make_capturable()
 
     def close(self) -> None:
         if hasattr(self.task, "close"):

@@ -66,7 +66,11 @@ class RewardScaler:
         G = self.groups
         carried = None if self.returns is None else torch.where(fresh, 0.0, self.returns)
         ret = running_returns(rewards, valid, done, self.gamma, carried)  # T M E
-        self.returns = torch.where((valid & done)[-1], 0.0, ret[-1]) if T else carried
+        returns = torch.where((valid & done)[-1], 0.0, ret[-1]) if T else carried
+        if self.returns is None or returns is None:
+            self.returns = returns
+        else:  # in place: the statistics keep their storage (a replayed graph reads them there)
+            self.returns.copy_(returns)
         # the statistics after every step: moments of the returns about the current mean, cumulated
         w = valid.double().view(T, G, -1)
         x = (ret.view(T, G, -1) - self.mean[:, None]) * w
@@ -78,8 +82,9 @@ class RewardScaler:
         scale = (var + self.eps).rsqrt().repeat_interleave(M // G, dim=1)[:, :, None]  # T M 1
         scaled = (rewards.double() * scale).clamp(-self.clip, self.clip)
         if T:
-            self.mean = self.mean + mean[-1]
-            self.var, self.count = var[-1], n[-1]
+            self.mean.add_(mean[-1])
+            self.var.copy_(var[-1])
+            self.count.copy_(n[-1])
         return torch.where(valid, scaled, 0.0).to(torch.float32)
 
     def scale_batch(self, batch: Batch) -> Batch:

@@ -44,6 +44,7 @@ from torch import Tensor
 from steinrl.core.groups import rows
 from steinrl.errors import NonFiniteError
 from steinrl.registry import Option, at_least_one
+from steinrl.rl.draws import Draws
 from steinrl.rl.episodes import Start, WholeEpisodeRule, bookkeeping, previous_done
 from steinrl.rl.tasks import NonFiniteAction, VectorTask
 from steinrl.rl.timeaxis import write_row
@@ -154,7 +155,8 @@ class Sampler:
         self.obs_dim, self.action_shape = task.obs_dim, tuple(task.action_shape)
         self._capacity = 0
         self._finite: Tensor | None = None  # (M,) whether the last batch's actions were finite (device tasks)
-        #: continuing sampling: where the last batch left every env
+        #: continuing sampling: where the last batch left every env (the sampler's own tensors,
+        #: written in place by every batch)
         self.carry: Start | None = None
         self._compile = bool(compile) and not task.host
         self._compiled: Callable[[ActFn, Tensor, Tensor], Tensor] | None = None
@@ -246,11 +248,26 @@ class Sampler:
             self._time_index = torch.arange(T, device=self.device)
         return self._time_index
 
-    def _start(self, mode: str, seed: int | list[int] | None) -> Start:
-        """Where the batch starts: fresh episodes (reset with ``seed``), or, continuing, where the last one ended."""
+    def _start(self, mode: str, seed: int | list[int] | None, draws: Draws | None) -> Start:
+        """Where the batch starts: fresh episodes (reset with ``seed``; a device task's initial
+        states through ``draws``, as ``"initial_states"``, seeded by ``draws.seed_of``), or,
+        continuing, where the last one ended."""
         if mode == "continuing" and self.carry is not None:
             return self.carry
-        return Start.fresh(self.task.reset(seed))
+        if draws is None or self.task.host:
+            return Start.fresh(self.task.reset(seed))
+        task = self.task
+        initial = draws("initial_states", lambda iteration: task.draw_reset(draws.seed_of(iteration)))
+        return Start.fresh(task.start(initial))
+
+    def _carry_over(self, end: Start) -> None:
+        """Continuing sampling: ``end`` becomes the next batch's start, written into the carry's
+        own tensors where there is one (they keep their storage from batch to batch)."""
+        if self.carry is None:
+            self.carry = Start(**{k: v.clone() for k, v in vars(end).items()})
+            return
+        for name, value in vars(end).items():
+            getattr(self.carry, name).copy_(value)
 
     @property
     def action_finite(self) -> Tensor | None:
@@ -260,7 +277,7 @@ class Sampler:
         return self._finite
 
     def collect(self, act: ActFn, steps_per_particle: int, *, mode: str = "whole_episodes",
-                seed: int | list[int] | None = None) -> Batch:
+                seed: int | list[int] | None = None, draws: Draws | None = None) -> Batch:
         """Run one batch and return it (views into preallocated buffers, valid until the next call).
 
         :param act: the ensemble's action function (see :data:`ActFn`).
@@ -268,18 +285,21 @@ class Sampler:
         :param mode: ``whole_episodes``, ``cut`` or ``continuing`` (see the module docstring).
         :param seed: seed of the reset at the start of the batch (``continuing``: of the first
             batch); a list: one per seed group of a device task.
+        :param draws: a device task's random numbers (reset states) come through it (static
+            draws: the batch draws nothing itself, and continuing sampling's carry-over keeps its
+            storage: a graph-safe batch).
         """
         if mode not in SAMPLING_MODES:
             raise ValueError(f"unknown sampling mode {mode!r}; choices: {', '.join(SAMPLING_MODES)}")
         M, E = self.M, self.E
         T_max = self.max_steps(steps_per_particle, mode)
         self._allocate(T_max)
-        start = self._start(mode, seed)
+        start = self._start(mode, seed, draws)
         rule = WholeEpisodeRule(M, E, steps_per_particle, self.device) if mode == "whole_episodes" else None
         # no particle reaches its budget before each of its envs has stepped budget / E times
         first_check = -(-steps_per_particle // E)
         obs, t0, T = start.obs.numpy() if self.task.host else start.obs, 0, T_max
-        self.task.begin(T_max)  # a device task draws the batch's reset states here, once
+        self.task.begin(T_max, draws)  # a device task draws the batch's reset states here, once
         step, times = (self._compiled_step(), self._times(T_max)) if self._compile else (self._step, range(T_max))
         for t in range(T_max):
             try:
@@ -304,10 +324,11 @@ class Sampler:
             self._obs[T] = obs
         books = bookkeeping(self._rew[:T], self._term[:T], self._trunc[:T], start,
                             None if rule is None else rule.stop, M)
-        self.carry = None
         if mode == "continuing":
             books.end.obs = obs
-            self.carry = books.end
+            self._carry_over(books.end)
+        else:
+            self.carry = None
 
         def view(x: Tensor) -> Tensor:
             return x.view(x.shape[0], M, E, *x.shape[2:])

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from steinrl.envs.vector_state import get_sync_state, set_sync_state, sync_state_supported
+from steinrl.rl.draws import Draws
 from steinrl.rl.heads import space_bounds
 from steinrl.rl.timeaxis import row
 
@@ -59,9 +60,9 @@ class VectorTask(Protocol):
     def reset(self, seed: int | list[int] | None) -> Tensor:
         """Fresh episodes in every env; observations ``(N, obs_dim)`` float32."""
 
-    def begin(self, steps: int) -> None:
+    def begin(self, steps: int, draws: Draws | None = None) -> None:
         """A batch of at most ``steps`` steps starts: draw what its steps need at random (a
-        device task: every step's reset states, at once)."""
+        device task: every step's reset states, at once, through ``draws`` where given)."""
 
     def step(self, actions: Any, t: Any) -> tuple[Any, Any, Any, Any]:
         """``(obs, reward, terminated, truncated)`` after ``actions`` (clipped to the action
@@ -135,7 +136,7 @@ class HostTask:
         obs, _ = self.envs.reset(seed=seed)
         return self._obs(obs)
 
-    def begin(self, steps: int) -> None:
+    def begin(self, steps: int, draws: Draws | None = None) -> None:
         """Nothing to draw: the envs draw their own resets."""
 
     def step(self, actions: np.ndarray, t: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -199,10 +200,22 @@ class DeviceTask:
     def reset(self, seed: int | list[int] | None) -> Tensor:
         return self.task.reset(seed=seed).float()
 
-    def begin(self, steps: int) -> None:
+    def begin(self, steps: int, draws: Draws | None = None) -> None:
         """Draw the reset states of the batch's ``steps`` steps in one call per seed group (the
-        same stream as one draw per step): the steps themselves then draw nothing."""
-        self._resets = self.task.sample_initial_state(self.num_envs, steps)
+        same stream as one draw per step; through ``draws``, as ``"reset_states"``): the steps
+        themselves then draw nothing."""
+        def maker(iteration: int) -> Tensor:
+            return self.task.sample_initial_state(self.num_envs, steps)
+
+        self._resets = maker(0) if draws is None else draws("reset_states", maker)
+
+    def draw_reset(self, seed: int | list[int]) -> Tensor:
+        """A fresh start's initial states ``(state_dim, N)`` from the reseeded generators (nothing else changes)."""
+        return self.task.draw_reset(seed)
+
+    def start(self, initial: Tensor) -> Tensor:
+        """Every env starts a fresh episode from ``initial`` (in place); the observations ``(N, obs_dim)``."""
+        return self.task.start(initial).float()
 
     def step(self, actions: Tensor, t: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The task's step (it clips the actions to [-1, 1]); an env that autoresets takes its

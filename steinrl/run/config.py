@@ -1,30 +1,26 @@
 """Run configuration, resolved from the parts' own option declarations.
 
-A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``,
-``iterations``, ``particles``, and the job's own, e.g. ``temperature``) and one section
-per part (``rollout``, ``policy``, ``layer``, ``prior``, ``update``, ``estimator``,
-``critic``, ``run``). Which options a section has is read from the part the algorithm
-picked (``s2vgd-a2c`` -> the householder layer's ``K`` and ``scales``, the a2c
-estimator's ``gae_lambda``, ...), so there is no hand-copied list to drift;
-``docs/config.md`` is rendered from the same declarations (``python -m steinrl.run.docs``).
-
-Resolution order (later wins):
+A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``, ``iterations``,
+``particles``, the job's own such as ``temperature``) and one section per part (``rollout``,
+``policy``, ``layer``, ``prior``, ``update``, ``estimator``, ``critic``, ``run``), whose options
+are read from the parts the algorithm picked (``s2vgd-a2c``: the householder layer's ``K``, the
+a2c estimator's ``gae_lambda``, ...): no hand-copied list to drift; ``docs/config.md`` is
+rendered from the same declarations (``python -m steinrl.run.docs``). Resolution order, later wins:
 
 1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
    ``rollout.horizon`` defaults to the task's registered Gymnasium time limit
    (:func:`registered_horizon`: Hopper-v5 1000, Pendulum-v1 200, steinrl's tasks 500);
-2. ``configs/<env>.yaml`` if it exists (shipped with the package as ``steinrl.configs``);
-3. ``configs/presets/<preset>.yaml`` if a preset is named (these two serve a family of
-   algorithms and tasks: their keys an algorithm does not have are skipped);
-4. ``--config FILE`` files, in order;
-5. the command line: flags and ``--set key=value``.
+2. ``configs/<env>.yaml`` if it exists (shipped as ``steinrl.configs``), then
+   ``configs/presets/<preset>.yaml`` if a preset is named (both serve a family of algorithms
+   and tasks: their keys an algorithm does not have are skipped);
+3. ``--config FILE`` files, in order; 4. the command line: flags and ``--set key=value``.
 
-Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first
-section that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``,
-``lr`` -> ``update.lr`` and ``hidden`` -> ``policy.hidden``: the critic's come last). Values are
-checked against the declared type (``1e-3`` is read as a float, ``5e3`` as an int where
-an int is declared) and range; anything else raises :class:`~steinrl.errors.ConfigError`
-naming the key, where it came from, and what is valid.
+Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first section
+that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``, ``lr`` ->
+``update.lr``, ``hidden`` -> ``policy.hidden``: the critic's come last). Values are checked
+against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and
+range; anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where it came
+from, and what is valid.
 """
 
 from __future__ import annotations
@@ -39,9 +35,10 @@ import yaml
 
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
+from steinrl.run.legacy import check_moved, migrate_run_config
 
-__all__ = ["Config", "load_config", "resolve", "load_yaml", "parse_set", "save_config", "read_run_config",
-           "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
+__all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
+           "read_run_config", "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
 
 #: The repository's configs/ folder, installed as the package data ``steinrl.configs``.
 CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
@@ -62,16 +59,17 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint_every", int, 50, "Write a checkpoint every this many iterations (and at the end).",
            check=at_least_one),
     Option("progress", bool, True, "Show a progress bar (false: a log line every log_every iterations)."),
-    Option("log_every", int, 10, "Without a progress bar, print a line every this many iterations.",
-           check=at_least_one),
+    Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
     Option("tensorboard", bool, True, "Write TensorBoard event files."),
-    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; Ray "
-           "spends ~0.1 s on each result, so tasks of many short iterations report every 100 or so).",
+    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; each "
+           "result costs Ray time, so tasks of many short iterations report every 100 or so: docs/sweeps.md).",
            check=at_least_one),
+    Option("cuda_graph", str, "auto", "RL on CUDA: replay each iteration as one CUDA graph (auto: where the run "
+           "allows it, docs/gpu.md; on: or an error naming why not; off: eager).", choices=("auto", "on", "off")),
     Option("threads", int, 1, "Torch intra-op CPU threads, set for the process by every Trainer (the CLI, the "
-           "Python API, SB3's SVPG, sweep trials alike; 0: leave torch's own or the caller's setting). 1 is fastest "
-           "on the papers' tasks and never oversubscribes a busy machine; a MuJoCo PPO update gains from 2 on an "
-           "idle 2-core one (docs/benchmarks.md).", check=non_negative),
+           "Python API, SB3's SVPG, sweep trials alike; 0: leave torch's own or the caller's setting). 1 never "
+           "oversubscribes a busy machine; what 1 and 2 threads measured: docs/benchmarks.md#torch-threads.",
+           check=non_negative),
 )
 
 
@@ -137,13 +135,11 @@ def _items(raw: Mapping[str, Any], where: str) -> list[tuple[tuple[str, ...], An
         path = tuple(key.split("."))
         if len(path) > 2 or not all(path):
             raise ConfigError(f"config key {key!r} in {where} must be <key> or <section>.<key>")
-        if not isinstance(value, Mapping):
+        if not isinstance(value, Mapping) or len(path) == 2:  # a <section>.<key> may take a mapping (a kernel)
             out.append((path, value))
             continue
-        if len(path) != 1:
-            raise ConfigError(f"config key {key!r} in {where} takes a value, not a mapping")
         for sub, v in value.items():
-            if not isinstance(sub, str) or not sub or "." in sub or isinstance(v, Mapping):
+            if not isinstance(sub, str) or not sub or "." in sub:
                 raise ConfigError(f"section {key!r} in {where} must map keys to values, got {sub!r}: {v!r}")
             out.append(((key, sub), v))
     return out
@@ -195,6 +191,7 @@ def check_algo_env(algo: Any, env: Any) -> None:
 
 def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], where: str) -> tuple[str, Option]:
     """The (section, option) a key path names; bare keys are looked up in every section."""
+    check_moved(path, where)
     if len(path) == 1:
         (key,) = path
         if key == "name":  # which prior / critic: always say whose
@@ -266,7 +263,7 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
             else:
                 section, option = _locate(path, sections, where)
             key = f"{section}.{option.name}" if section else option.name
-            values[section][option.name] = coerce(option, value, key, where)
+            values[section][option.name] = coerce(option, value, key, where, values[section][option.name])
             assigned.add((section, option.name))
     check_algo_env(values[""]["algo"], values[""]["env"])
     if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
@@ -293,8 +290,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_user_text(path: Path, what: str) -> str:
-    """A user's text file as UTF-8; unreadable or not text: a one-line :class:`ConfigError`
-    naming ``what`` (e.g. ``config file``) and ``path``."""
+    """A user's text file as UTF-8; unreadable or not text: one ConfigError line naming ``what`` and ``path``."""
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -339,10 +335,9 @@ def env_config_path(env: str) -> Path:
     """The per-task YAML file for ``env`` (``configs/<env>.yaml``; '/' in ids becomes '_').
     A steinrl task's registered id takes its short name's file (``steinrl/CartpoleSwingUp-v0``
     -> ``CartpoleSwingUp.yaml``), so both names of a task get the same defaults."""
-    from steinrl.envs import SHORT_NAMES
+    from steinrl.envs import short_name
 
-    short = next((name for name, env_id in SHORT_NAMES.items() if env == env_id), env)
-    return CONFIG_DIR / f"{short.replace('/', '_')}.yaml"
+    return CONFIG_DIR / f"{short_name(env).replace('/', '_')}.yaml"
 
 
 def presets() -> list[str]:
@@ -394,7 +389,12 @@ def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = 
 
 
 def read_run_config(path: str | Path) -> Config:
-    """Load a run directory's ``config.yaml`` (ignoring its ``_meta`` block)."""
+    """Load a run directory's ``config.yaml`` (its ``_meta`` block ignored)."""
     data = load_yaml(path)
     data.pop("_meta", None)
-    return resolve([(data, str(path))])
+    return resolve_saved(data, str(path))
+
+
+def resolve_saved(data: Mapping[str, Any], where: str) -> Config:
+    """A config a run saved (run directory, checkpoint), earlier versions' keys migrated."""
+    return resolve([(migrate_run_config(dict(data)), where)])

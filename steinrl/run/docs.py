@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from steinrl.core.kernels import KERNELS
 from steinrl.registry import Option
 from steinrl.run.algos import JOBS
 from steinrl.run.config import RUN_OPTIONS, TRAINER_OPTIONS
@@ -26,21 +27,37 @@ Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command li
 `policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared
 defaults (and the method's own, e.g. `vmg` sets `layer.K: 0`; the RL algorithms of `s2vgd` set `layer.scales: false`, a
 measured choice that `--preset paper` turns back to the S²VGD paper's `true`, see
-[results.md](results.md)), `configs/<env>.yaml` (the swing-up tasks' set `temperature: 15`,
-also measured; `--preset paper` sets the papers' 10), `--preset`, `--config` files,
-flags and `--set`. Every value is checked against its declared type and range.
+[results/swingup_10seeds.md](results/swingup_10seeds.md#defaults-that-followed)), `configs/<env>.yaml`
+(the swing-up tasks' set `temperature: 15`, also measured; `--preset paper` sets the papers' 10),
+`--preset`, `--config` files, flags and `--set`. Every value is checked against its declared type and range.
 """
 
 
 def _type(option: Option) -> str:
     types = option.type if isinstance(option.type, tuple) else (option.type,)
-    names = {bool: "bool", int: "int", float: "float", str: "str", None: "null"}
+    names = {bool: "bool", int: "int", float: "float", str: "str", None: "null", dict: "mapping"}
     return " \\| ".join(names.get(t, "list[int]") for t in types)
 
 
 def _default(option: Option) -> str:
     value = option.default
+    if isinstance(value, dict):  # a mapping option (a kernel): YAML's flow style
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _kernels() -> list[str]:
+    """The kernel table: every registered kernel with its parameters (``update.kernel``)."""
+    lines = ["## Stein kernels (`update.kernel`)", "",
+             "`update.kernel` names a kernel, alone (`imq`) or with its parameters (`{name: imq, beta: -0.3, "
+             "bandwidth: s2vgd}`; on the command line `--set 'update.kernel={name: imq, beta: -0.3}'`). A mapping "
+             "without `name` sets parameters of the kernel configured so far (`--set 'update.kernel={bandwidth: "
+             "s2vgd}'`).", "",
+             "| kernel | k(x, y), d = ‖x − y‖ | parameters (default) |", "|---|---|---|"]
+    for name, cls in KERNELS.items():
+        params = "; ".join(f"`{o.name}` ({_default(o)}): {o.doc}" for o in cls.options)
+        lines.append(f"| `{name}` | {cls.doc} | {params} |")
+    return lines + [""]
 
 
 def _table(options: tuple[Option, ...] | str) -> list[str]:
@@ -66,6 +83,7 @@ def render() -> str:
         for section, part, options in job.doc_sections():
             title = f"`{section}`" if section else "top level"
             out += [f"### {title}" + (f" — {part}" if part else ""), "", *_table(options)]
+    out += _kernels()
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from steinrl.errors import ConfigError
 from steinrl.run.algos import parse_algo
 from steinrl.run.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from steinrl.run.config import Config, read_run_config, resolve
+from steinrl.run.config import Config, read_run_config, resolve_saved
 
 __all__ = ["load_run"]
 
@@ -38,7 +38,7 @@ def load_run(path: str | Path, device: str = "cpu") -> tuple[Config, Any, Path]:
     if cfg_file.is_file():
         cfg = read_run_config(cfg_file)
     elif isinstance(state.get("config"), dict):
-        cfg = resolve([(state["config"], str(ckpt_path))])
+        cfg = resolve_saved(state["config"], str(ckpt_path))
     else:
         raise CheckpointError(f"{ckpt_path} is not a steinrl checkpoint (no config)")
     cfg = cfg.replace({"device": device})

@@ -367,7 +367,8 @@ def run_sweep(spec: Spec, out: str | Path, address: str | None = None, command: 
     if address:
         ray.init(address=address, **quiet)
     else:
-        ray.init(num_cpus=spec.num_cpus or os.cpu_count(), include_dashboard=False, **quiet)
+        # address "local": a Ray of its own, never a cluster that another program started on this machine
+        ray.init(address="local", num_cpus=spec.num_cpus or os.cpu_count(), include_dashboard=False, **quiet)
     print(f"sweep {spec.path}: {len(trials) if spec.search is None else spec.search.num_samples} trials, "
           f"{spec.resources['cpu']:g} CPU each, into {out}", file=sys.stderr)
     try:

@@ -29,7 +29,7 @@ import steinrl
 from steinrl.errors import ConfigError
 from steinrl.run.algos import parse_algo
 from steinrl.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from steinrl.run.config import Config, resolve
+from steinrl.run.config import Config, resolve_saved
 
 __all__ = ["Trainer", "check_device", "CHECKPOINT_FORMAT"]
 
@@ -128,7 +128,7 @@ class Trainer:
         if state.get("format_version") != CHECKPOINT_VERSION:
             raise CheckpointError(f"{where} has checkpoint format {state.get('format_version')!r}; this steinrl "
                                   f"({steinrl.__version__}) reads format {CHECKPOINT_VERSION}")
-        saved = resolve([(state["config"], where)]).to_dict()
+        saved = resolve_saved(state["config"], where).to_dict()
         mine = self.seed_configs[seed_index].to_dict()
         differ = sorted(k for k in set(saved) | set(mine) if k not in _FREE_KEYS and saved.get(k) != mine.get(k))
         if differ:

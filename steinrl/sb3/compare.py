@@ -4,9 +4,16 @@ PATH is a run directory, a checkpoint, a logdir or a sweep's output directory (i
 trial directories are found under ``<out>/ray/``); every run found is scored by
 :func:`steinrl.sb3.evaluation.evaluate_record` (SB3's ``evaluate_policy``, deterministic,
 10 episodes, the same seed for every run). Writes ``comparison.csv`` (one row per run and
-policy: return mean and std, total env steps, wall-clock seconds, ...) and
-``comparison.md`` (per task, algorithm, grid point and policy: seeds, the mean of the
-runs' evaluation returns with its 95 % confidence interval, env steps and seconds).
+policy: return mean and std, episode length, forward distance, total env steps, wall-clock
+seconds, ...) and ``comparison.md`` (per task, algorithm, particle count M, grid point and
+policy: seeds, the mean of the runs' evaluation returns with its 95 % confidence interval,
+the better of SB3's two PPOs on that task, episode length, forward distance and how many
+runs moved, env steps and seconds).
+
+The table is the kernel ablation: per task the Stein methods' rows come first, then
+``independent-<estimator>`` (the same particles without a kernel), then ``sb3-ppo`` and
+``sb3-ppo-zoo``; a note under it names each Stein row whose ``independent`` twin (same
+estimator, same M) is missing.
 """
 
 from __future__ import annotations
@@ -19,15 +26,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from steinrl.errors import ConfigError
+from steinrl.run.algos import parse_algo
 from steinrl.run.cli_base import Parser
 from steinrl.run.sweep_report import mean_ci
 from steinrl.sb3.evaluation import ENSEMBLE_MODES, RunRecord, evaluate_record, find_runs
 
 __all__ = ["compare_main", "compare_runs", "summary_table"]
 
-COLUMNS = ["env", "algo", "params", "seed", "policy", "eval_mean", "eval_std", "episodes", "total_env_steps",
-           "wall_s", "iterations", "finished", "particle", "selection_env_steps", "run"]
+COLUMNS = ["env", "algo", "particles", "params", "seed", "policy", "eval_mean", "eval_std", "episodes",
+           "ep_len_mean", "forward_mean", "total_env_steps", "wall_s", "iterations", "finished", "particle",
+           "selection_env_steps", "run"]
+
+#: SB3's two PPOs: its defaults and rl-zoo3's tuned values (the "better SB3 PPO" column).
+SB3_PPOS = ("sb3-ppo", "sb3-ppo-zoo")
+#: A run "moved" when its mean forward distance over the evaluation episodes is at least this (metres).
+MOVED_METRES = 1.0
 
 
 def _trial(record: RunRecord) -> dict[str, Any]:
@@ -90,27 +106,101 @@ def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, 
     return rows
 
 
-def summary_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: per env, algo, grid point and policy, the seeds (and how many of them are sweep
-    trials that have not reached their stopping rule yet), the mean evaluation return (95 % CI),
-    total env steps and wall-clock seconds (means over the seeds)."""
+def _kind(algo: str) -> tuple[int, str]:
+    """``(rank, estimator)``: a task's rows in the order Stein methods (0), ``independent`` (1),
+    ``sb3-ppo`` (2), ``sb3-ppo-zoo`` (3), anything else (4)."""
+    if algo in SB3_PPOS:
+        return 2 + SB3_PPOS.index(algo), "ppo"
+    try:
+        parsed = parse_algo(algo)
+    except ConfigError:
+        return 4, ""
+    if parsed.method is None:
+        return 4, parsed.estimator
+    return (1 if parsed.method == "independent" else 0), parsed.estimator
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _ci(values: list[float]) -> str:
+    """``mean ± half width`` (Student t, 95 %); ``–`` where no value is finite or some is not."""
+    if not values or not all(math.isfinite(v) for v in values):
+        return "–"
+    mean, half = mean_ci(values)
+    return f"{mean:.1f}" + ("" if math.isnan(half) else f" ± {half:.1f}")
+
+
+def better_sb3(groups: dict[tuple, list[dict[str, Any]]], env: str) -> str:
+    """The "better SB3 PPO" cell of a task: the higher seed mean of its ``sb3-ppo`` and
+    ``sb3-ppo-zoo`` rows, with the one it is; where one of the two has no run on the task, the
+    other's, saying which is missing; ``–`` where neither has."""
+    means = {}
+    for (e, algo, _, params, _), group in groups.items():
+        if e == env and algo in SB3_PPOS:
+            label = " ".join(part for part in (algo, params) if part)
+            means[label] = float(np.mean([r["eval_mean"] for r in group]))
+    if not means:
+        return "–"
+    label = max(means, key=means.get)
+    ran = {label.split()[0] for label in means}
+    missing = [a for a in SB3_PPOS if a not in ran]
+    return f"{means[label]:.1f} ({label}" + (f"; no {missing[0]} run" if missing else "") + ")"
+
+
+def missing_ablation(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
+    """One line per Stein row (env, algo, M) whose ``independent-<estimator>`` with the same M
+    has no run on that task."""
+    have = {(env, algo, m) for env, algo, m, _, _ in groups}
+    lines = []
+    for env, algo, m in dict.fromkeys((env, algo, m) for env, algo, m, _, _ in groups):
+        rank, estimator = _kind(algo)
+        if rank == 0 and (env, f"independent-{estimator}", m) not in have:
+            lines.append(f"{env}: no independent-{estimator} run with M = {m} beside {algo}")
+    return lines
+
+
+def summary_table(rows: list[dict[str, Any]], moved: float = MOVED_METRES) -> str:
+    """Markdown: per env, algo, particle count M, grid point and policy, the seeds (and how many
+    of them are sweep trials that have not reached their stopping rule yet), the mean evaluation
+    return (95 % CI), the better SB3 PPO of the task (:func:`better_sb3`), the mean episode length,
+    the mean forward distance (95 % CI) and the seeds whose run moved at least ``moved`` metres
+    (``–`` for a task without an x position), total env steps and wall-clock seconds (means over
+    the seeds). A task's rows: Stein methods, ``independent``, ``sb3-ppo``, ``sb3-ppo-zoo``; a
+    note under the table names each missing ``independent`` twin (:func:`missing_ablation`)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault((row["env"], row["algo"], row["params"], row["policy"]), []).append(row)
-    lines = ["| env | algo | params | policy | seeds | eval return (95 % CI) | env steps | wall s |",
-             "|---|---|---|---|---|---|---|---|"]
-    for (env, algo, params, policy), group in groups.items():
-        mean, half = mean_ci([r["eval_mean"] for r in group])
-        ci = f"{mean:.1f}" + ("" if math.isnan(half) else f" ± {half:.1f}")
+        key = (row["env"], row["algo"], row.get("particles", ""), row["params"], row["policy"])
+        groups.setdefault(key, []).append(row)
+    envs = list(dict.fromkeys(key[0] for key in groups))
+    order = sorted(groups, key=lambda k: (envs.index(k[0]), _kind(k[1])[0]))  # stable: first seen within a kind
+    lines = [f"| env | algo | M | params | policy | seeds | eval return (95 % CI) | better SB3 PPO | episode length "
+             f"| forward m (95 % CI) | moved ≥ {moved:g} m | env steps | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key in order:
+        env, algo, m, params, policy = key
+        group = groups[key]
+        returns = _ci([r["eval_mean"] for r in group])
+        lengths = [_number(r.get("ep_len_mean")) for r in group]
+        length = f"{np.mean(lengths):.0f}" if all(math.isfinite(v) for v in lengths) else "–"
+        forward = [_number(r.get("forward_mean")) for r in group]
+        known = all(math.isfinite(v) for v in forward)
+        moving = f"{sum(v >= moved for v in forward)}/{len(group)}" if known else "–"
         steps = sum(r["total_env_steps"] for r in group) / len(group)
         wall = sum(r["wall_s"] for r in group) / len(group)
         unfinished = sum(r.get("finished") is False for r in group)  # a sweep trial still running
         seeds = f"{len(group)}" + (f" ({unfinished} unfinished)" if unfinished else "")
-        lines.append(f"| {env} | {algo} | {params} | {policy} | {seeds} | {ci} | {steps:.0f} | {wall:.1f} |")
+        lines.append(f"| {env} | {algo} | {m} | {params} | {policy} | {seeds} | {returns} | {better_sb3(groups, env)} "
+                     f"| {length} | {_ci(forward)} | {moving} | {steps:.0f} | {wall:.1f} |")
+    notes = missing_ablation(groups)
+    if notes:
+        lines += ["", "Not in the ablation yet (a Stein row without its `independent` twin):", "",
+                  *(f"- {note}" for note in notes)]
     return "\n".join(lines)
 
 
-def _write(rows: list[dict[str, Any]], out: Path, command: str) -> Path:
+def _write(rows: list[dict[str, Any]], out: Path, command: str, moved: float = MOVED_METRES) -> Path:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "w", newline="") as f:
@@ -118,7 +208,7 @@ def _write(rows: list[dict[str, Any]], out: Path, command: str) -> Path:
             writer.writeheader()
             writer.writerows(rows)
         md = out.with_suffix(".md")
-        md.write_text(f"# Side-by-side evaluation\n\n`{command}`\n\n{summary_table(rows)}\n")
+        md.write_text(f"# Side-by-side evaluation\n\n`{command}`\n\n{summary_table(rows, moved)}\n")
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror}") from None
     return md
@@ -136,6 +226,9 @@ def compare_parser(prog: str = "steinrl compare") -> Parser:
     p.add_argument("--heldout-episodes", type=int, default=3, help="select: episodes per particle (default 3)")
     p.add_argument("--heldout-seed", type=int, help="select: seed of the held-out episodes (default seed + 1000)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
+    p.add_argument("--moved", type=float, default=MOVED_METRES, metavar="METRES",
+                   help="a run moved when its mean forward distance (the torso's x displacement over an evaluation "
+                        f"episode, locomotion tasks) is at least this (default {MOVED_METRES:g})")
     p.add_argument("--device", default="cpu", help="torch device")
     p.add_argument("--out", metavar="FILE.csv", help="the table (default: PATH/comparison.csv for a single "
                                                      "directory PATH); comparison.md is written beside it")
@@ -150,6 +243,8 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
                              ("--seed", args.seed, 0), ("--heldout-seed", args.heldout_seed, 0)):
         if value is not None and not low <= value < 2**31:
             raise ConfigError(f"{flag} must be in [{low}, 2**31), got {value}")
+    if not (math.isfinite(args.moved) and args.moved >= 0):
+        raise ConfigError(f"--moved must be a finite number >= 0, got {args.moved}")
     check_device(args.device)
     for path in args.paths:
         if not Path(path).exists():
@@ -164,7 +259,7 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
                         heldout_episodes=args.heldout_episodes, heldout_seed=args.heldout_seed,
                         deterministic=not args.stochastic, device=args.device)
     command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
-    md = _write(rows, out, command)
-    print(summary_table(rows))
+    md = _write(rows, out, command, args.moved)
+    print(summary_table(rows, args.moved))
     print(f"wrote {out} and {md}", file=sys.stderr)
     return 0

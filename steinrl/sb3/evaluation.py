@@ -15,6 +15,12 @@ each env in a ``Monitor``, so the returns are the raw episode returns), seeded w
   steps it took are reported), ``sample`` (each episode's particle drawn at random) or
   ``mean`` (the particles' mean action: for a unimodal population only).
 
+Every row also records the mean episode length of its evaluation episodes and, where the task
+reports the torso's x position (Gymnasium's MuJoCo locomotion tasks: ``info["x_position"]``),
+the mean forward distance: the x displacement from an episode's reset to its last step
+(:class:`ForwardDistance`). Hopper-v5 pays 1 per step for staying healthy, so a return near
+1000 may be a policy that stands for 1000 steps; its forward distance tells (about 0 m).
+
 Every row records the run's total env steps and the wall-clock seconds of its training
 iterations (the sum of ``time/iteration_seconds``: rollouts and updates, not logging or
 checkpoints), read from its logged metrics (``metrics.jsonl``, or a Ray trial's
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from steinrl import envs
@@ -41,9 +48,11 @@ from steinrl.run.logger import read_metrics
 
 __all__ = [
     "ENSEMBLE_MODES",
+    "ForwardDistance",
     "RunRecord",
     "best_training_particle",
     "episode_returns",
+    "episode_stats",
     "evaluate_record",
     "find_runs",
     "select_particle",
@@ -143,20 +152,57 @@ def best_training_particle(rows: list[dict[str, Any]], particles: int) -> int:
     return 0
 
 
-def episode_returns(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
-                    deterministic: bool = True) -> tuple[list[float], list[int]]:
-    """``(returns, lengths)`` of ``episodes`` episodes of ``policy`` by SB3's ``evaluate_policy``
-    on a one-env DummyVecEnv of ``make_env`` (in a Monitor) whose first reset is seeded ``seed``."""
+class ForwardDistance(gym.Wrapper):
+    """Adds ``info["forward_distance"]`` to every step: the env's ``info["x_position"]`` (the
+    torso's x in Gymnasium's MuJoCo locomotion tasks) minus its value at the episode's reset.
+    A task whose reset info has no ``x_position`` gets no key (its distance is NaN)."""
+
+    _x0: float | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        x = info.get("x_position")
+        self._x0 = float(x) if isinstance(x, (int, float, np.number)) else None
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        x = info.get("x_position")
+        if self._x0 is not None and isinstance(x, (int, float, np.number)):
+            info = {**info, "forward_distance": float(x) - self._x0}
+        return obs, reward, terminated, truncated, info
+
+
+def episode_stats(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
+                  deterministic: bool = True) -> tuple[list[float], list[int], list[float]]:
+    """``(returns, lengths, forward distances)`` of ``episodes`` episodes of ``policy`` by SB3's
+    ``evaluate_policy`` on a one-env DummyVecEnv of ``make_env`` (wrapped in
+    :class:`ForwardDistance`, then a Monitor) whose first reset is seeded ``seed``; a distance is
+    NaN where the task reports no x position."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    venv = make_vec_env(make_env, n_envs=1, seed=seed)
+    forward: list[float] = []
+
+    def on_step(local: dict[str, Any], _: dict[str, Any]) -> None:
+        # evaluate_policy counts an episode (Monitor-wrapped) when done and info holds "episode"
+        if local["done"] and "episode" in local["info"]:
+            forward.append(float(local["info"].get("forward_distance", math.nan)))
+
+    venv = make_vec_env(lambda: ForwardDistance(make_env()), n_envs=1, seed=seed)
     try:
         returns, lengths = evaluate_policy(policy, venv, n_eval_episodes=episodes, deterministic=deterministic,
-                                           return_episode_rewards=True, warn=False)
+                                           return_episode_rewards=True, warn=False, callback=on_step)
     finally:
         venv.close()
-    return [float(r) for r in returns], [int(n) for n in lengths]
+    return [float(r) for r in returns], [int(n) for n in lengths], forward
+
+
+def episode_returns(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
+                    deterministic: bool = True) -> tuple[list[float], list[int]]:
+    """``(returns, lengths)`` of :func:`episode_stats`."""
+    returns, lengths, _ = episode_stats(policy, make_env, episodes, seed, deterministic)
+    return returns, lengths
 
 
 def select_particle(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
@@ -180,10 +226,15 @@ def make_env_of(cfg: Config) -> Callable[[], Any]:
     return lambda: envs.make(cfg.env, **kwargs)
 
 
-def _row(record: RunRecord, cfg: Config, who: str, returns: list[float], **extra: Any) -> dict[str, Any]:
+def _row(record: RunRecord, cfg: Config, who: str, stats: tuple[list[float], list[int], list[float]],
+         **extra: Any) -> dict[str, Any]:
+    returns, lengths, forward = stats
     particles = cfg.particles if "rollout" in cfg else 1
-    return {"run": str(record.path), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "policy": who,
-            "eval_mean": float(np.mean(returns)), "eval_std": float(np.std(returns)), "episodes": len(returns),
+    known = [d for d in forward if math.isfinite(d)]
+    return {"run": str(record.path), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "particles": particles,
+            "policy": who, "eval_mean": float(np.mean(returns)), "eval_std": float(np.std(returns)),
+            "episodes": len(returns), "ep_len_mean": float(np.mean(lengths)),
+            "forward_mean": float(np.mean(known)) if known and len(known) == len(forward) else math.nan,
             "total_env_steps": total_env_steps(record.rows, particles), "wall_s": wall_seconds(record.rows),
             "iterations": len(record.rows), "finished": finished(record.rows), **extra}
 
@@ -202,14 +253,14 @@ def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemb
         return []
     make_env = make_env_of(cfg)
     if "rollout" not in cfg:  # an SB3 run
-        return [_row(record, cfg, "sb3", episode_returns(policy, make_env, episodes, seed, deterministic)[0])]
+        return [_row(record, cfg, "sb3", episode_stats(policy, make_env, episodes, seed, deterministic))]
     single = make_env()
     spaces = single.observation_space, single.action_space
     single.close()
     actor = EnsembleSB3Policy(*spaces, cfg, act_mode="particle", seed=seed, ensemble=policy).to(device)
     best = best_training_particle(record.rows, cfg.particles)
     actor.set_act_mode("particle", particle=best, seed=seed)
-    rows = [_row(record, cfg, "best-train", episode_returns(actor, make_env, episodes, seed, deterministic)[0],
+    rows = [_row(record, cfg, "best-train", episode_stats(actor, make_env, episodes, seed, deterministic),
                  particle=best)]
     extra: dict[str, Any] = {}
     if ensemble == "select":
@@ -219,5 +270,5 @@ def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemb
         extra = {"particle": chosen, "selection_env_steps": steps}
     else:
         actor.set_act_mode(ensemble, seed=seed)
-    returns = episode_returns(actor, make_env, episodes, seed, deterministic)[0]
-    return rows + [_row(record, cfg, f"ensemble-{ensemble}", returns, **extra)]
+    stats = episode_stats(actor, make_env, episodes, seed, deterministic)
+    return rows + [_row(record, cfg, f"ensemble-{ensemble}", stats, **extra)]

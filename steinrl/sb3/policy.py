@@ -35,7 +35,7 @@ from torch import Tensor
 from steinrl.errors import ConfigError
 from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
 from steinrl.rl.policy import EnsemblePolicy
-from steinrl.run.config import Config, resolve
+from steinrl.run.config import Config, resolve_saved
 
 __all__ = ["EnsembleSB3Policy", "config_from_dict", "space_to_dict", "space_from_dict"]
 
@@ -66,7 +66,7 @@ def config_from_dict(config: Config | dict[str, Any], where: str = "EnsembleSB3P
     """A validated :class:`~steinrl.run.config.Config` from a Config or its ``to_dict()``."""
     if isinstance(config, Config):
         return config
-    return resolve([(dict(config), where)])
+    return resolve_saved(config, where)
 
 
 class EnsembleSB3Policy(BasePolicy):

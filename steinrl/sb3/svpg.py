@@ -74,10 +74,7 @@ _LOCAL_KEYS = ("run", "device")
 
 def _short_name(env_id: str) -> str:
     """steinrl ids map back to their short names (so ``configs/<Name>.yaml`` applies)."""
-    for short, full in envs.SHORT_NAMES.items():
-        if env_id == full:
-            return short
-    return env_id
+    return envs.short_name(env_id)
 
 
 def env_id_of(env: Any) -> str:
@@ -316,7 +313,7 @@ class SVPG(BaseAlgorithm):
         self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/learning_rate", self.agent.svgd.optimizer.param_groups[0]["lr"])
+        self.logger.record("train/learning_rate", self.agent.optimizer.lr)
         if log_interval is not None and log_interval > 0 and self._n_updates % log_interval == 0:
             self.logger.dump(step=self.num_timesteps)
 

@@ -55,8 +55,9 @@ CASES = [
      "overrides": {"critic.steps": 2, "rollout.env_backend": "torch", "rollout.sampling": "cut"}},
 ]
 BANDITS = [
-    {"algo": "svgd-ts", "env": "Wheel", "overrides": {"rounds": 120, "particles": 4, "seed": 1, "protocol.refit_every": 40,
-                                                      "protocol.refit_steps": 5, "protocol.minibatch": 32}},
+    {"algo": "svgd-ts", "env": "Wheel", "overrides": {"rounds": 120, "particles": 4, "seed": 1,
+                                                      "protocol.refit_every": 40, "protocol.refit_steps": 5,
+                                                      "protocol.minibatch": 32}},
     {"algo": "independent-ts", "env": "Wheel", "overrides": {"rounds": 120, "particles": 4, "seed": 1,
                                                              "protocol.refit_every": 40, "protocol.refit_steps": 5,
                                                              "protocol.minibatch": 32}},

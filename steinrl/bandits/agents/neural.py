@@ -28,9 +28,10 @@ from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
 from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.ensemble import EnsembleMLP, mlp_forward
 from steinrl.core.methods import METHODS
-from steinrl.core.optim import gradient_step, inverse_time_lr
+from steinrl.core.optim import inverse_time_lr
+from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.core.updates import make_update
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, positive, unit_interval
 
 __all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
@@ -82,9 +83,16 @@ class ParticleRegressor:
                 self.log_noise_precision = torch.nn.Parameter(torch.full((particles, num_arms), start))
                 params.append(self.log_noise_precision)
         protocol = cfg.protocol
-        self.svgd = make_update(spec.update if spec else "independent", params, lr=protocol.lr,
-                                optimizer=protocol.optimizer, max_norm=protocol.max_grad_norm,
-                                **(dict(cfg.update) if spec else {}))
+        self.optimizer = make_particle_optimizer(spec.update if spec else "independent", params,
+                                                 cfg.update if spec else None, lr=protocol.lr,
+                                                 optimizer=protocol.optimizer,
+                                                 max_direction_norm=protocol.max_grad_norm)
+        update = self.optimizer.update
+        #: a function-space kernel's shared inputs: the first B contexts of every refit minibatch
+        self.function_states = update.function_states if update.kernel_space == "functions" else 0
+        if self.function_states > protocol.minibatch:
+            raise ConfigError(f"update.function_states {self.function_states} is more contexts than a refit minibatch "
+                              f"holds (protocol.minibatch {protocol.minibatch}); take fewer")
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
@@ -132,7 +140,11 @@ class ParticleRegressor:
         for _ in range(protocol.refit_steps):
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
-            info = gradient_step(-self._log_target(contexts[idx], arms[idx], rewards[idx], n).sum(), [self.svgd], lr=lr)
+            self.optimizer.set_lr(lr)
+            if self.function_states:  # the reward net's predictions on the minibatch's first B contexts
+                shared = contexts[idx[:self.function_states]]
+                self.optimizer.functions = lambda shared=shared: self.net(shared).flatten(1)
+            info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n)).direction
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}
         scalars.update({k: float(v) for k, v in info.items()})
@@ -141,7 +153,8 @@ class ParticleRegressor:
         return scalars
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"net": self.net.state_dict(), "svgd": self.svgd.state_dict(), "steps_taken": self.steps_taken}
+        state = {"net": self.net.state_dict(), "particle_optimizer": self.optimizer.state_dict(),
+                 "steps_taken": self.steps_taken}
         if self.prior is not None:
             state["prior"] = self.prior.state_dict()
         if self.log_noise_precision is not None:
@@ -155,7 +168,10 @@ class ParticleRegressor:
         if self.log_noise_precision is not None:
             with torch.no_grad():
                 self.log_noise_precision.copy_(state["log_noise_precision"])
-        self.svgd.load_state_dict(state["svgd"])
+        if "svgd" in state:  # steinrl 0.2: the torch optimizer's state under "svgd"
+            self.optimizer.load_state_dict({"optimizer": state["svgd"]})
+        else:
+            self.optimizer.load_state_dict(state["particle_optimizer"])
         self.steps_taken = int(state["steps_taken"])
 
 

@@ -1,9 +1,9 @@
 """Estimators of J(θ): REINFORCE, A2C (GAE) and PPO-clip, registered by name.
 
 An estimator turns a rollout into per-particle advantages (:meth:`Estimator.advantages`)
-and a per-particle surrogate J(θ_i) whose gradient drives the particle update
-(:meth:`Estimator.surrogate`). Adding one is a new module here with a class registered in
-:data:`ESTIMATORS` (see ``ppo.py``) plus its import below.
+and moves the particles in its own :meth:`Estimator.update`: one particle step on the batch
+(REINFORCE, A2C), or PPO's epochs of minibatch steps (``ppo.py``, read top to bottom). Adding
+one is a new module here with a class registered in :data:`ESTIMATORS` plus its import below.
 """
 
 # isort: off

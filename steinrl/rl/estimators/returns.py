@@ -28,10 +28,9 @@ def _reverse_scan(x: Tensor, cont: Tensor) -> Tensor:
     over the next 2^r steps, ``out[t] = Σ_{j=t}^{t+2^r−1} (Π_{i=t}^{j−1} cont[i]) x[j]``, and
     ``a[t] = Π_{i=t}^{t+2^r−1} cont[i]`` (kept only where a later round reads it), so that
     round r + 1 adds ``a[t] · out[t + 2^r]``. The same sums as the sequential loop in another
-    order: equal to float64 rounding (~1e-15 relative; tests/test_speed_exact.py). On CPU it
-    costs a little more than numpy's step-by-step loop (0.55 against 0.19 ms at T = 100 with
-    800 columns, 2.4 against 1.35 ms at T = 917 with 160) and less than torch's (0.64, 6.0 ms;
-    docs/benchmarks.md).
+    order: equal to float64 rounding (~1e-15 relative; tests/test_speed_exact.py). Its cost
+    on CPU against numpy's and torch's step-by-step loops: docs/results/train_throughput.md
+    ("GAE and the returns").
     """
     T = x.shape[0]
     out, a = x.clone(), cont.clone()

@@ -1,0 +1,111 @@
+"""SparseHalfCheetah (envs/sparse_mujoco.py): Gymnasium's env checker, the registration, and the
+reward rule checked by hand against HalfCheetah-v5 run in lockstep (same seed, same actions)."""
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco", reason="needs the mujoco extra")
+
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
+from steinrl import envs  # noqa: E402
+from steinrl.envs.sparse_mujoco import GOAL_DISTANCE, SparseHalfCheetahEnv  # noqa: E402
+
+ENV_ID = "steinrl/SparseHalfCheetah-v0"
+
+
+def test_check_env_passes():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value is.*")
+        check_env(SparseHalfCheetahEnv(), skip_render_check=True)
+        made = envs.make("SparseHalfCheetah")
+        check_env(made.unwrapped, skip_render_check=True)
+        warnings.filterwarnings("ignore", message=".*different from the unwrapped version.*")
+        check_env(made, skip_render_check=True)
+        made.close()
+
+
+def test_registered_with_its_short_name_time_limit_and_config():
+    from steinrl.run.config import env_config_path, load_config
+
+    assert envs.resolve_env_id("SparseHalfCheetah") == ENV_ID and envs.MUJOCO_NAMES["SparseHalfCheetah"] == ENV_ID
+    assert envs.short_name(ENV_ID) == "SparseHalfCheetah" and not envs.is_steinrl_env(ENV_ID)
+    assert gym.spec(ENV_ID).max_episode_steps == 1000
+    assert env_config_path(ENV_ID).name == "SparseHalfCheetah.yaml" == env_config_path("SparseHalfCheetah").name
+    cfg = load_config("svgd-ppo", "SparseHalfCheetah")
+    assert cfg.rollout.horizon == 1000 and cfg.policy.log_std_init == 0.0 and cfg.rollout.batch_size == 2048
+    vec = envs.make_vec("SparseHalfCheetah", 2)  # Gymnasium's sync vector env: no numpy entry point
+    assert isinstance(vec, gym.vector.SyncVectorEnv) and vec.observation_space.shape == (2, 18)
+    vec.close()
+
+
+def _lockstep(sparse, dense, steps, seed, rng, scale=1.0):
+    """Step both envs with the same actions; yield (action, sparse step, dense step)."""
+    obs_s, info_s = sparse.reset(seed=seed)
+    obs_d, info_d = dense.reset(seed=seed)
+    np.testing.assert_array_equal(obs_s, obs_d)
+    assert info_s["x_position"] == info_d["x_position"]
+    for _ in range(steps):
+        action = np.clip(rng.normal(0.0, scale, 6), -1, 1).astype(np.float32)
+        yield action, sparse.step(action), dense.step(action)
+
+
+def test_same_dynamics_as_halfcheetah_and_the_reward_is_one_past_the_goal():
+    """Against HalfCheetah-v5 with the torso's x observed: equal observations and x, and reward
+    1 exactly on the steps whose x (HalfCheetah's own info) exceeds 5 m, else 0 (no control
+    cost); with ctrl_cost_weight 0.1 the reward is that minus HalfCheetah's control cost."""
+    rng = np.random.default_rng(0)
+    dense = gym.make("HalfCheetah-v5", exclude_current_positions_from_observation=False)
+    sparse = envs.make("SparseHalfCheetah")
+    paid = []
+    for weight, (sp, de) in ((0.0, (sparse, dense)),
+                             (0.1, (SparseHalfCheetahEnv(ctrl_cost_weight=0.1), gym.make("HalfCheetah-v5",
+                             exclude_current_positions_from_observation=False).unwrapped))):
+        for k, (action, s, d) in enumerate(_lockstep(sp, de, 60, seed=3, rng=rng)):
+            if k == 0:  # move both to the same state beyond the reset: x 4.7, forward 3 m/s
+                for env in (sp, de):
+                    qpos, qvel = env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy()
+                    qpos[0], qvel[0] = 4.7, 3.0
+                    env.unwrapped.set_state(qpos, qvel)
+                continue
+            np.testing.assert_array_equal(s[0], d[0])
+            x = d[4]["x_position"]
+            assert s[4]["x_position"] == x and s[0][0] == x  # the torso's x is the first observation
+            # HalfCheetah's reward_ctrl is -0.1 |a|² (its default weight), computed as it computes it
+            expected = (1.0 if x > 5.0 else 0.0) + (weight / 0.1) * d[4]["reward_ctrl"]
+            assert s[1] == pytest.approx(expected, abs=1e-12)
+            assert abs(d[4]["reward_ctrl"] + 0.1 * float(np.sum(np.square(action.astype(float))))) < 1e-6
+            assert s[4]["reward_goal"] == (x > 5.0) and s[2] is False and s[3] is False
+            if weight == 0.0:
+                paid.append(s[1])
+    assert 0 < sum(paid) < len(paid)  # both sides of the goal were visited
+
+
+def test_a_random_policy_from_the_reset_earns_nothing_early():
+    """From the reset (x within 0.1 m of 0) no 40-step random walk reaches 5 m: return 0."""
+    env = envs.make("SparseHalfCheetah")
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=0)
+    assert abs(info["x_position"]) <= 0.1 and GOAL_DISTANCE == 5.0
+    total = sum(env.step(rng.uniform(-1, 1, 6).astype(np.float32))[1] for _ in range(40))
+    assert total == 0.0
+    env.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"goal_distance": 0.0}, {"goal_distance": float("nan")},
+                                    {"ctrl_cost_weight": -1.0}])
+def test_bad_constants_are_refused(kwargs):
+    with pytest.raises(ValueError, match="must be a finite number"):
+        SparseHalfCheetahEnv(**kwargs)
+
+
+def test_svgd_ppo_trains_on_it_with_the_function_space_kernel(tmp_path):
+    """Two tiny iterations through the CLI's run loop (the task's config, Gymnasium's vector env)."""
+    from conftest import trained_run
+
+    run = trained_run(tmp_path, "svgd-ppo", "SparseHalfCheetah", horizon=20, batch_size=40,
+                      **{"update.kernel_space": "functions", "update.function_states": 8})
+    assert (run / "checkpoint.pt").is_file()
