@@ -58,7 +58,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
     Option("checkpoint_every", int, 50, "Write a checkpoint every this many iterations (and at the end).",
            check=at_least_one),
-    Option("progress", bool, True, "Show a progress bar (false: a log line every log_every iterations)."),
+    Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
+           "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
     Option("tensorboard", bool, True, "Write TensorBoard event files."),
     Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; each "
