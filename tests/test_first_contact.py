@@ -177,7 +177,7 @@ def test_compare_on_a_missing_path_says_so(tmp_path, capsys):
     from steinrl.run.cli import compare_main
 
     code, err = cli(compare_main, [str(tmp_path / "nosuch")], capsys)
-    assert code == 2 and "no run, checkpoint or folder there" in err and "--out" not in err.split(":")[1]
+    assert code == 2 and f"no run, checkpoint or folder at {tmp_path / 'nosuch'}" in err and "--out" not in err
 
 
 def test_sb3_ret_is_the_100_episode_mean():

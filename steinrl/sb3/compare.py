@@ -248,7 +248,7 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
     check_device(args.device)
     for path in args.paths:
         if not Path(path).exists():
-            raise ConfigError(f"{path}: no run, checkpoint or folder there (give a run directory, a checkpoint.pt, a "
+            raise ConfigError(f"no run, checkpoint or folder at {path} (give a run directory, a checkpoint.pt, a "
                               "logdir or a sweep's output directory)")
     if args.out is None and not (len(args.paths) == 1 and Path(args.paths[0]).is_dir()):
         raise ConfigError("give --out FILE.csv (the default, PATH/comparison.csv, needs a single directory PATH)")
