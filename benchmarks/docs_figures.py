@@ -48,8 +48,6 @@ LEARNING_FIGURES = {
 NOT_ARCHIVED = {
     "bandits_Mushroom_s2vgd.png": "made before benchmarks/bandits.py archived its curves (.csv.gz); its command, "
                                   "in bandits_Mushroom_s2vgd.md, runs them again (~11 minutes on 2 cores)",
-    "bandits_Wheel_showdown.png": "made before benchmarks/bandits.py archived its curves (.csv.gz); its command, "
-                                  "in bandits_Wheel_showdown.md, runs them again",
     "study_swingup_3seeds.png": "the 3-seed study's sweep output was not archived (docs/study/ began later); only "
                                 "svgd-a2c's exact swing-up seeds 0-2 survive, in docs/study/exact_10seeds",
 }
