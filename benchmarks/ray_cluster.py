@@ -112,9 +112,20 @@ def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
         counts = [len(list(d.glob("checkpoint_*"))) for d in (out / "ray").glob("*/*") if d.is_dir()]
-        if sum(1 <= n <= 2 for n in counts) == 2:  # two trials under way (of 8 checkpoints each), past their first
+        if sum(1 <= n <= 2 for n in counts) == 2:  # two trials under way, past their first checkpoint
             node = workers[0]
+            # the node's processes as a machine going down would take them: its raylet and, at once,
+            # the worker processes it started (a trial's actor would otherwise run on for a moment)
+            import psutil
+
+            raylets = [info.process.pid for info in node.all_processes.get("raylet", [])]
+            workers_of_node = [c for pid in raylets for c in psutil.Process(pid).children(recursive=True)]
             cluster.remove_node(node, allow_graceful=False)
+            for child in workers_of_node:
+                try:
+                    child.kill()
+                except psutil.NoSuchProcess:
+                    pass
             print(f"killed worker node {node.node_id[:12]} mid-trial (checkpoints written: {sorted(counts)})",
                   flush=True)
             return node.node_id
