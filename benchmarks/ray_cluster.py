@@ -33,6 +33,7 @@ nodes_used=2, node_killed=1, finished=N and equal=1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -104,15 +105,17 @@ def same(a: dict, b: dict) -> bool:
                                            ((a[k][c], b[k][c]) for c in a[k])) for k in a)
 
 
-def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen, timeout: float) -> str | None:  # noqa: ANN001
+def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen, timeout: float,  # noqa: ANN001
+                       checkpoints: int) -> str | None:
     """Once two trials (one on each worker node: a worker has one CPU) have written a checkpoint and
-    are far from done, remove the first worker node; its id. (Ray Tune copies result.json to the
-    sweep's directory only now and then: the checkpoints, which each trial writes there itself, tell
-    how far the trials are.)"""
+    are some of their ``checkpoints`` from done, remove the first worker node; its id. (Ray Tune
+    copies result.json to the sweep's directory only now and then: the checkpoints, which each
+    trial writes there itself, tell how far the trials are.)"""
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
         counts = [len(list(d.glob("checkpoint_*"))) for d in (out / "ray").glob("*/*") if d.is_dir()]
-        if sum(1 <= n <= 2 for n in counts) == 2:  # two trials under way, past their first checkpoint
+        # two trials under way (so one on each worker), each past its first checkpoint and a few from its end
+        if sum(1 <= n <= checkpoints - 3 for n in counts) >= 2:
             node = workers[0]
             # the node's processes as a machine going down would take them: its raylet and, at once,
             # the worker processes it started (a trial's actor would otherwise run on for a moment)
@@ -122,10 +125,8 @@ def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen
             workers_of_node = [c for pid in raylets for c in psutil.Process(pid).children(recursive=True)]
             cluster.remove_node(node, allow_graceful=False)
             for child in workers_of_node:
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     child.kill()
-                except psutil.NoSuchProcess:
-                    pass
             print(f"killed worker node {node.node_id[:12]} mid-trial (checkpoints written: {sorted(counts)})",
                   flush=True)
             return node.node_id
@@ -180,13 +181,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
         cluster.wait_for_nodes()
+        import ray
+
+        ray.init(address=cluster.address, logging_level="warning")  # until the scheduler sees both workers' CPUs
+        while ray.cluster_resources().get("CPU", 0) < 2 and time.perf_counter() - t0 < args.timeout:
+            time.sleep(0.1)
+        ray.shutdown()
         print(f"cluster at {cluster.address}: a head with 0 CPUs, worker nodes "
               f"{', '.join(w.node_id[:12] for w in workers)} with 1 CPU each ({time.perf_counter() - t0:.0f} s)",
               flush=True)
         t0 = time.perf_counter()
         proc = subprocess.Popen([*COMMAND, str(spec), "--out", str(work / "cluster"), "--address", cluster.address],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        killed = kill_a_busy_worker(cluster, workers, work / "cluster", proc, args.timeout)
+        killed = kill_a_busy_worker(cluster, workers, work / "cluster", proc, args.timeout,
+                                    args.iterations // args.checkpoint_every)
         _, err = proc.communicate(timeout=args.timeout)
         print(f"cluster sweep: exit {proc.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
     finally:
