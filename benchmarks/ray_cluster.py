@@ -134,6 +134,23 @@ def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen
     return None
 
 
+def add_workers(cluster, timeout: float) -> list:  # noqa: ANN001
+    """Two worker nodes of one CPU each on 127.0.0.1, once the scheduler sees both their CPUs."""
+    import ray
+
+    t0 = time.perf_counter()
+    workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="warning")
+    while ray.cluster_resources().get("CPU", 0) < 2 and time.perf_counter() - t0 < timeout:
+        time.sleep(0.1)
+    ray.shutdown()
+    print(f"cluster at {cluster.address}: a head with 0 CPUs, worker nodes "
+          f"{', '.join(w.node_id[:12] for w in workers)} with 1 CPU each ({time.perf_counter() - t0:.0f} s)",
+          flush=True)
+    return workers
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,21 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     # Cluster writes its address to /tmp/ray/ray_current_cluster, where any other ray.init() on this machine
     # would find it and join this cluster: the sweep gets --address instead
     ray._private.utils.write_ray_address = lambda *args, **kwargs: None
-    t0 = time.perf_counter()
+
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1",
                                                             "include_dashboard": False})
     try:
-        workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
-        cluster.wait_for_nodes()
-        import ray
-
-        ray.init(address=cluster.address, logging_level="warning")  # until the scheduler sees both workers' CPUs
-        while ray.cluster_resources().get("CPU", 0) < 2 and time.perf_counter() - t0 < args.timeout:
-            time.sleep(0.1)
-        ray.shutdown()
-        print(f"cluster at {cluster.address}: a head with 0 CPUs, worker nodes "
-              f"{', '.join(w.node_id[:12] for w in workers)} with 1 CPU each ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
+        workers = add_workers(cluster, args.timeout)
         t0 = time.perf_counter()
         proc = subprocess.Popen([*COMMAND, str(spec), "--out", str(work / "cluster"), "--address", cluster.address],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
