@@ -261,8 +261,9 @@ def write_table(path: Path, header: dict[str, str], specs, deltas, rows) -> None
     path.write_text("\n".join(lines) + "\n")
 
 
-def plot_curves(path: Path, header: dict[str, str], specs, deltas, results) -> None:  # noqa: ANN001
-    """Cumulative regret, mean ± s.e. over seeds, one panel per delta (off-scale agents in their own)."""
+def plot_curves(path: Path, header: dict[str, str], specs, deltas, results):  # noqa: ANN001, ANN201
+    """Cumulative regret, mean ± s.e. over seeds, one panel per delta (off-scale agents in their own;
+    at most three panels a row; no band for fewer than 3 seeds)."""
     from steinrl.run.plotting import Curve, Panel, draw_panels
 
     panels = []
@@ -273,10 +274,11 @@ def plot_curves(path: Path, header: dict[str, str], specs, deltas, results) -> N
             values = np.array([r["curve"] for r in runs])
             mean = values.mean(0)
             band = values.std(0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.zeros_like(mean)
-            curves.append(Curve(spec, runs[0]["rounds"], mean, mean - band, mean + band))
+            curves.append(Curve(spec, runs[0]["rounds"], mean, mean - band, mean + band, n=len(runs),
+                                data_low=values.min(0), data_high=values.max(0)))
         title = header["env"] + ("" if delta is None else f" (delta={delta})") + f", {header['protocol']}"
         panels.append(Panel(title, "round", "cumulative regret", curves))
-    draw_panels(panels, path, band=f"mean ± s.e. over seeds {header['seeds']}", dpi=110)
+    return draw_panels(panels, path, band=f"mean ± s.e. over seeds {header['seeds']}")
 
 
 def _command(argv: list[str]) -> str:

@@ -50,7 +50,7 @@ def _stepper(env, actions: np.ndarray) -> Callable[[], float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, default=160, help="parallel envs per vector env")
     parser.add_argument("--steps", type=int, default=1000, help="step() calls per repeat")
     parser.add_argument("--repeats", type=int, default=15, help="timed repeats (the best is reported)")

@@ -72,7 +72,8 @@ def numpy_steps_per_s(name: str, num_envs: int, steps: int, repeats: int) -> flo
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--num-envs", default="160,4096,65536", help="comma-separated batch sizes")

@@ -91,7 +91,7 @@ def run_trials(kinds: list[str], signals: list[signal.Signals], args: argparse.N
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--kinds", default="rl,bandit,sweep", help="comma-separated: rl, bandit (train.py runs), sweep")
     p.add_argument("--trials", type=int, default=10,
                    help="trials per kind of run and signal (SIGKILL, SIGTERM, SIGINT)")

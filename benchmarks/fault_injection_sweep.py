@@ -203,7 +203,7 @@ def sweep_trials(n: int, seed: int, base: Path, source: Path = ROOT) -> list[Swe
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=3, help="kill -9 trials")
     p.add_argument("--seed", type=int, default=0, help="seed of the random kill points")
     p.add_argument("--out", help="working directory (default: a temporary one, deleted)")

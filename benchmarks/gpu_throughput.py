@@ -70,7 +70,8 @@ def sync(device: torch.device) -> None:
 def config(device: str, backend: str, iterations: int, compile_: bool = False, graph: str = "off"):
     return load_config(ALGO, ENV, {"iterations": iterations + 1 + WARMUP, "device": device,
                                    "rollout.env_backend": backend, "rollout.compile": compile_,
-                                   "run.cuda_graph": graph, "run.progress": False}, preset=PRESET)
+                                   "run.cuda_graph": graph, "run.progress": False,
+                                   "run.threads": torch.get_num_threads()}, preset=PRESET)  # the count set here
 
 
 def graphed_trainer(device: torch.device, iterations: int, seeds: int | None = None) -> Trainer:
@@ -284,7 +285,8 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--iterations", type=int, default=10, help="timed iterations per training measurement")
     p.add_argument("--seeds", type=int, default=10)

@@ -35,7 +35,8 @@ DEFAULT_ALGOS = ["s2vgd-a2c", "svgd-a2c", "s2vgd-reinforce", "svgd-reinforce", "
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", action="append", help="task (repeatable; default: the three paper tasks)")
     p.add_argument("--algo", action="append", help="algorithm (repeatable; default: five)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")

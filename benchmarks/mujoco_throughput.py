@@ -87,7 +87,8 @@ def training_rates(args: argparse.Namespace) -> tuple[dict[str, float | str], fl
     ours, then ``--sb3-steps`` env steps of SB3's ``learn``, so that both see the same load."""
     cfg = load_config(args.algo, args.env, {"particles": args.particles, "envs_per_particle": args.envs_per_particle,
                                             "batch_size": 2048, "iterations": args.iterations + 1,
-                                            "run.progress": False, "run.tensorboard": False, "device": args.device},
+                                            "run.progress": False, "run.tensorboard": False, "device": args.device,
+                                            "run.threads": args.threads},
                       preset="mujoco-ppo")
     trainer = Trainer(cfg)
     backend = type(getattr(trainer.job, "envs", None)).__name__
@@ -115,7 +116,7 @@ def training_rates(args: argparse.Namespace) -> tuple[dict[str, float | str], fl
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--env", default="HalfCheetah-v5")
     p.add_argument("--algo", default="svgd-ppo")
     p.add_argument("--particles", type=int, default=16, help="M")

@@ -292,7 +292,9 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
     from steinrl.run.trainer import Trainer
 
     torch.set_num_threads(1)
-    cfg = load_config(algo, VARIANT_IDS[variant], {"seed": seed, "iterations": iterations, "horizon": 500})
+    # the papers' whole episodes, as this comparison ran (the swing-ups' files now default to continuing sampling)
+    cfg = load_config(algo, VARIANT_IDS[variant], {"seed": seed, "iterations": iterations, "horizon": 500,
+                                                   "rollout.sampling": "whole_episodes", "envs_per_particle": 10})
     trainer = Trainer(cfg)
     curve = [trainer.step()["rollout/ep_rew_max_particle"] for _ in range(iterations)]
     trainer.close()
@@ -300,7 +302,8 @@ def train_one(args: tuple[str, str, int, int, str]) -> tuple[str, int, np.ndarra
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--states", type=int, default=2000, help="states for the transition and quirk checks")
     p.add_argument("--fit", action="store_true", help="fit the damping laws to Box2D's energy curves")
     p.add_argument("--double-pendulum", action="store_true", help="also measure rllab's double pendulum")

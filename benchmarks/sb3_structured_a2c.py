@@ -50,7 +50,7 @@ class Budget(BaseCallback):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--prior", default="householder", choices=["householder", "kronecker", "gaussian"])
     p.add_argument("--K", type=int, default=1, help="Householder reflections per side")
     p.add_argument("--timesteps", type=int, default=200_000, help="A2C total_timesteps (upper bound)")

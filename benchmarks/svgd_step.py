@@ -1,7 +1,11 @@
 """Benchmark: fused SVGD update and batched ensemble forward vs Python loops over particles.
 
-    python benchmarks/svgd_step.py [--threads 1] [--quick] [--roofline-only]
-        [--device cuda --roofline-size 1024x1000000]
+    python benchmarks/svgd_step.py [--threads 1] [--quick]          # sections 1-2: a few minutes
+    python benchmarks/svgd_step.py --roofline [--quick]               # and section 3: ~10 more minutes on 2 CPU cores
+    python benchmarks/svgd_step.py --roofline-only [--device cuda --roofline-size 1024x1000000]
+
+Section 3, the roofline (M up to 1024 on the CPU, bf16 included), took about 11 minutes on a
+2-core machine, so it runs only with ``--roofline`` or ``--roofline-only``.
 
 1. One SVGD direction (:func:`steinrl.core.svgd.svgd_direction`: distances, median bandwidth,
    kernel, attractive + repulsive terms) vs a naive Python double loop over particle
@@ -30,7 +34,8 @@
 Times are medians (torch.utils.benchmark for the fused paths, repeated wall-clock
 runs for the slow loops) after a warm-up. The last line is ``svgd_step speedup_vs_loop=<x
 at M=16, D=1e4> ensemble_speedup=<x> svgd_roofline_fraction=<default options, last size>
-svgd_roofline_fraction_bf16=<bf16, no attractive norm, last size>`` (nan for sections skipped).
+svgd_roofline_fraction_bf16=<bf16, no attractive norm, last size>`` (nan for sections skipped:
+the roofline's without ``--roofline``).
 """
 
 from __future__ import annotations
@@ -261,9 +266,12 @@ def size(text: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    for flag, text in (("--quick", "shorter timing runs"), ("--roofline-only", "only section 3 (the roofline)")):
+    for flag, text in (("--quick", "shorter timing runs"),
+                       ("--roofline", "also section 3, the roofline (about 10 minutes more on 2 CPU cores)"),
+                       ("--roofline-only", "only section 3 (the roofline)")):
         parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument("--device", default="cpu", help="device of section 3 (sections 1-2 run on cpu)")
     parser.add_argument("--roofline-size", type=size, action="append", metavar="MxD",
@@ -278,7 +286,9 @@ def main() -> None:
     if not args.roofline_only:
         s = bench_svgd(args.quick)
         e = bench_ensemble(args.quick)
-    r, r_bf16 = bench_roofline(args.quick, device, sizes)
+    r = r_bf16 = float("nan")
+    if args.roofline or args.roofline_only:
+        r, r_bf16 = bench_roofline(args.quick, device, sizes)
     print(f"svgd_step speedup_vs_loop={s:.1f} ensemble_speedup={e:.1f} svgd_roofline_fraction={r:.2f} "
           f"svgd_roofline_fraction_bf16={r_bf16:.2f}")
 

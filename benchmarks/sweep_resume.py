@@ -67,7 +67,8 @@ def table(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=40, help="iterations per trial")
     p.add_argument("--out", help="working directory (default: a temporary one)")
     args = p.parse_args()

@@ -9,7 +9,8 @@ Measures, in one process and one torch thread, on CartpoleSwingUp at paper scale
 
 (a) ``svgd-a2c`` (``--algo``) with the ``fast`` preset: continuing sampling (50 envs per particle, 100
     steps each per iteration, episodes carry on), the critic's default 10 regression steps;
-(b) ``svgd-a2c`` in the papers' whole-episode mode (10 envs per particle, the defaults);
+(b) ``svgd-a2c`` in the papers' whole-episode mode (``--preset paper``: 10 envs per particle; the
+    critic's regression after the policy update, as before the swing-ups' files turned ``critic.overlap`` on);
 (c) Stable-Baselines3 ``A2C("MlpPolicy")`` with n_envs = 16 on our single-env task, default
     hyper-parameters, learning for ``--sb3-steps`` env steps;
 (d) raw stepping of our vectorized CartpoleSwingUp with random actions, at the env counts
@@ -65,11 +66,13 @@ ENV = "CartpoleSwingUp"
 clock = time.perf_counter
 #: config overrides of (a), (b) and (f) (``--set``)
 OVERRIDES: dict[str, object] = {}
+#: each mode's own keys, before OVERRIDES (paper mode: the critic after the policy update)
+MODE_KEYS: dict[str, dict[str, object]] = {"fast": {}, "paper": {"critic.overlap": False}}
 
 
-def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[str, float], int]:
+def ours(algo: str, preset: str, iterations: int) -> tuple[float, dict[str, float], int]:
     """Steps/s of paper-scale iterations, ms per iteration of each part, and the env count."""
-    cfg = load_config(algo, ENV, {**OVERRIDES, "iterations": iterations + 1}, preset=preset)
+    cfg = load_config(algo, ENV, {**MODE_KEYS[preset], **OVERRIDES, "iterations": iterations + 1}, preset=preset)
     trainer = Trainer(cfg)
     agent, sampler = trainer.job.agent, trainer.job.sampler
     parts = dict.fromkeys(("rollout", "advantages", "policy update", "critic", "whole iteration"), 0.0)
@@ -102,10 +105,11 @@ def ours(algo: str, preset: str | None, iterations: int) -> tuple[float, dict[st
         cfg.rollout.envs_per_particle
 
 
-def run_seconds(algo: str, preset: str | None, window: int, iterations: int = 1000) -> float:
+def run_seconds(algo: str, preset: str, window: int, iterations: int = 1000) -> float:
     """Seconds of an ``iterations``-iteration run, extrapolated from ``window`` whole
     iterations (``Trainer.step``) after one warm-up iteration."""
-    trainer = Trainer(load_config(algo, ENV, {**OVERRIDES, "iterations": iterations}, preset=preset))
+    trainer = Trainer(load_config(algo, ENV, {**MODE_KEYS[preset], **OVERRIDES, "iterations": iterations},
+                                  preset=preset))
     trainer.step()
     t0 = clock()
     for _ in range(window):
@@ -115,7 +119,7 @@ def run_seconds(algo: str, preset: str | None, window: int, iterations: int = 10
     return seconds / window * iterations
 
 
-def profile_parts(algo: str, preset: str | None, rows: int) -> None:
+def profile_parts(algo: str, preset: str, rows: int) -> None:
     """Print one iteration's parts (after two warm-up iterations) under the torch profiler,
     each part's ``rows`` costliest ops by self CPU time: the rollout, the advantages (the
     critic's values and GAE), the critic's regression on the compacted samples, and the
@@ -123,7 +127,7 @@ def profile_parts(algo: str, preset: str | None, rows: int) -> None:
     gradient, SVGD step)."""
     from torch.profiler import ProfilerActivity, profile
 
-    trainer = Trainer(load_config(algo, ENV, {"iterations": 3}, preset=preset))
+    trainer = Trainer(load_config(algo, ENV, {**MODE_KEYS[preset], "iterations": 3}, preset=preset))
     agent, sampler = trainer.job.agent, trainer.job.sampler
     trainer.step(), trainer.step()
 
@@ -132,7 +136,7 @@ def profile_parts(algo: str, preset: str | None, rows: int) -> None:
             t0 = clock()
             out = fn()
             ms = 1e3 * (clock() - t0)
-        print(f"--- {preset or 'paper'}: {part}, {ms:.1f} ms under the profiler")
+        print(f"--- {preset}: {part}, {ms:.1f} ms under the profiler")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=44))
         return out
 
@@ -180,7 +184,8 @@ def raw_env(num_envs: int, total_steps: int = 400_000) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=5, help="timed paper-scale iterations per mode")
     p.add_argument("--sb3-steps", type=int, default=20_000, help="env steps of SB3 A2C to time")
     p.add_argument("--algo", default="svgd-a2c", help="steinrl algorithm of (a) and (b)")
@@ -205,14 +210,14 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.profile:
         print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration")
-        for preset in ("fast", None):
+        for preset in ("fast", "paper"):
             profile_parts(args.algo, preset, args.rows)
         return
     print(f"torch {torch.__version__}, 1 thread; {args.algo} on {ENV}, M=16, 5000 steps per particle per iteration; "
           f"{args.clock} clock" + "".join(f"; {k}={v}" for k, v in OVERRIDES.items()))
     fast, fast_parts, fast_envs = ours(args.algo, "fast", args.iterations)
     print(f"(a) fast preset (continuing, {fast_envs} envs): {fast:,.0f} env steps/s")
-    paper, paper_parts, paper_envs = ours(args.algo, None, args.iterations)
+    paper, paper_parts, paper_envs = ours(args.algo, "paper", args.iterations)
     print(f"(b) paper mode (whole episodes, {paper_envs} envs): {paper:,.0f} env steps/s")
     sb3 = float("nan") if args.no_sb3 else sb3_a2c(args.sb3_steps)
     print(f"(c) SB3 A2C, n_envs=16: {sb3:,.0f} env steps/s")
@@ -224,7 +229,7 @@ def main() -> None:
           f"paper against {paper_envs} envs: {paper / env:.3f}")
     for name, parts in (("fast", fast_parts), ("paper", paper_parts)):
         print(f"(e) {name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()))
-    run_s = {name: run_seconds(args.algo, preset, args.window) for name, preset in (("fast", "fast"), ("paper", None))}
+    run_s = {name: run_seconds(args.algo, name, args.window) for name in ("fast", "paper")}
     print(f"(f) 1000 iterations, from {args.window} timed: fast {run_s['fast']:.1f} s, paper {run_s['paper']:.1f} s")
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"train_throughput ours_fast={fast:.0f} ours_paper={paper:.0f} sb3_a2c={sb3:.0f} env={env:.0f} "

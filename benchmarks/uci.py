@@ -10,6 +10,11 @@ training split inside :func:`~steinrl.bayes.regression.fit_regressor`, one hidde
 ReLU units, M = 20 particles; test RMSE (original scale) and test log-likelihood measured once,
 after the last epoch. Splits run in parallel over ``--jobs`` processes with one torch thread each.
 
+How long: about ``splits x (sum of the methods' seconds per split) / jobs``. With all eight
+methods, ``--splits 20`` takes about 30-35 minutes on 2 cores (``--jobs 2``) for yacht and
+about 10 minutes for energy (docs/results/uci.md gives each method's seconds per split); the
+first line says the estimate for the run at hand.
+
 ``--update KEY=VALUE`` (repeatable) sets an option of the Stein methods' particle update (the
 ``update`` config section's but the kernel, which stays the RBF with the S²VGD bandwidth
 rule: ``kernel_space``, ``function_states``, ``function_driving``, ...), passed to
@@ -59,6 +64,14 @@ from steinrl.run.config import read_user_text  # noqa: E402
 
 #: S²VGD paper, table 1: test RMSE of S²VGD and SVGD (the issue's reference figures).
 TABLE1 = {"yacht": (0.47, 0.86), "energy": (0.38, 1.37), "boston": (2.56, 2.96), "concrete": (4.25, 5.32)}
+#: Seconds per split of each method on one core of the 2-core machine, two splits side by side
+#: (docs/results/uci.md, 20 splits at the default epochs): the start line's time estimate.
+SECONDS_PER_SPLIT = {
+    "yacht": {"svgd": 13.3, "s2vgd": 24.3, "vmg": 18.2, "kron": 35.0, "bbb": 16.6, "badam": 6.0, "kflow": 17.6,
+              "rdp": 46.5},
+    "energy": {"svgd": 5.8, "s2vgd": 9.8, "vmg": 6.8, "kron": 13.4, "bbb": 4.0, "badam": 1.6, "kflow": 4.4,
+               "rdp": 13.3},
+}
 #: Minibatch steps the default epoch count aims at (Liu & Wang's UCI code runs 2000 iterations).
 DEFAULT_STEPS = 2000
 DEFAULT_OUT = ROOT / "runs" / "benchmarks"
@@ -275,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     update = "".join(f" update.{k}={v}" for k, v in args.update.items())
     print(f"uci set={name} n={len(y)} d={X.shape[1]} n_train={n_train} epochs={epochs} splits={splits} "
           f"methods={','.join(args.methods)} prior={args.prior} lr={args.lr} jobs={args.jobs}{update}", flush=True)
+    per_split = SECONDS_PER_SPLIT.get(name, SECONDS_PER_SPLIT["yacht"])  # other sets: yacht's, the slower
+    minutes = splits * sum(per_split.get(m, 20.0) for m in args.methods) / min(args.jobs, 2) / 60
+    print(f"uci: {splits} splits x {len(args.methods)} methods take about {max(1, round(minutes))} minutes on a "
+          f"2-core machine at --jobs {min(args.jobs, 2)} (docs/results/uci.md's seconds per split"
+          f"{'' if name in SECONDS_PER_SPLIT else ', measured on yacht'})", flush=True)
     results = run_all(args, options, [(m, k) for k in range(splits) for m in args.methods], name)
     command = _command(argv)
     rows, summary = {}, []

@@ -31,13 +31,25 @@ TINY = {"particles": 3, "envs_per_particle": 2, "batch_size": 40, "horizon": 40,
         "run.progress": False, "run.tensorboard": False}
 
 
+#: Tasks whose files set the fast preset's continuing sampling; their tiny runs keep the whole
+#: episodes they were written with (a tiny continuing iteration of 20 steps ends no episode).
+FAST_SAMPLING_TASKS = ("CartpoleSwingUp", "CartpoleSwingUpRllab", "steinrl/CartpoleSwingUp-v0",
+                       "steinrl/CartpoleSwingUpRllab-v0")
+
+
 def tiny_config(algo="s2vgd-a2c", env="CartpoleSwingUp", **overrides):
-    """A resolved config of ``algo`` on ``env`` with :data:`TINY` batches (2 critic steps where there is a critic)."""
+    """A resolved config of ``algo`` on ``env`` with :data:`TINY` batches (2 critic steps where there
+    is a critic; on the swing-ups, whole episodes and the critic after the update unless overridden)."""
     from steinrl.run.config import load_config
 
     cfg = load_config(algo, env, {**TINY, **overrides})
     if "critic" in cfg and not any(k.startswith("critic.") or k == "steps" for k in overrides):
         cfg = cfg.replace({"critic.steps": 2})
+    if env in FAST_SAMPLING_TASKS and "rollout" in cfg:
+        pinned = {"rollout.sampling": "whole_episodes",
+                  **({"critic.overlap": False} if "overlap" in cfg.get("critic", {}) else {})}
+        cfg = cfg.replace({k: v for k, v in pinned.items()
+                           if k not in overrides and k.split(".")[1] not in overrides})
     return cfg
 
 

@@ -128,3 +128,104 @@ def test_load_run_loads_the_trained_policy(tmp_path):
     saved = load_checkpoint(run)["job"]["agent"]["policy"]
     assert not policy.training and set(policy.state_dict()) == set(saved)
     assert all(torch.equal(policy.state_dict()[k], saved[k]) for k in saved)
+
+
+# --- figures that read at page width (issue 41) ------------------------------------------
+#: The widest a figure may be: three panels and their labels (a page is about 1000 px at 100 %).
+MAX_WIDTH = 1600
+
+
+def load_script(name):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def readable(drawn, panels):
+    """At most 3 panels a row, as wide as the page allows, the legend clear of every axes."""
+    assert drawn.columns == min(3, panels) and drawn.rows == -(-panels // 3)
+    assert 300 < drawn.size[0] <= MAX_WIDTH and drawn.size[1] > 200
+    assert drawn.legend_outside
+
+
+def test_bands_only_from_3_seeds_and_within_the_seeds_range():
+    x = np.arange(4.0)
+    two = Curve("a (n=2)", x, np.ones(4), np.full(4, -5.0), np.full(4, 5.0), n=2)
+    assert two.band() is None  # a 95 % interval of two seeds: not drawn
+    three = Curve("b", x, np.ones(4), np.full(4, -5.0), np.full(4, 5.0), n=[2, 3, 3, 3],
+                  data_low=[0.0, 0.5, 0.5, 0.5], data_high=[2.0, 3.0, 9.0, 3.0])
+    low, high = three.band()
+    assert np.isnan(low[0]) and np.isnan(high[0])  # a point that fewer seeds reached: a gap
+    assert low[1:].tolist() == [0.5, 0.5, 0.5] and high[1:].tolist() == [3.0, 5.0, 3.0]  # clipped to the data
+    assert Curve("c", x, np.ones(4)).band() is None  # no band given: none drawn
+
+
+def test_draw_panels_wraps_rows_of_three_legend_below_integer_ticks(tmp_path):
+    panels = [Panel(f"task {i}", "iteration", "return",
+                    [Curve(f"algo{j} (n={n})", np.arange(7.0), np.arange(7.0) * (j + 1), np.arange(7.0) - 1,
+                           np.arange(7.0) + 1, n=n) for j, n in enumerate((2, 5))]) for i in range(4)]
+    drawn = draw_panels(panels, tmp_path / "f.png", band="mean ± std")
+    readable(drawn, 4)
+    assert all(t == int(t) for ticks in drawn.xticks for t in ticks)  # no 0.5 iterations
+    assert draw_panels(panels[:1], tmp_path / "one.png", band="b").size[0] <= 700  # one panel: half a page
+
+
+def test_sweep_curves_start_at_iteration_0_like_evaluate_plot(tmp_path, monkeypatch):
+    """results.csv counts Ray's results from 1; the figure draws the trainer's iteration, from 0."""
+    import steinrl.run.plotting as plotting
+    from steinrl.run.sweep_report import TrialRun, plot_curves
+
+    seen = []
+    monkeypatch.setattr(plotting, "draw_panels", lambda panels, *a, **k: seen.extend(panels) or draw(panels, *a, **k))
+    draw = draw_panels
+    trials = [TrialRun(f"t{s}", "svgd-a2c", "Cartpole", s, {}, "rollout/ep_rew_max_particle", "iteration",
+                       [{"iteration": i, "rollout/ep_rew_max_particle": float(10 * i + s)} for i in range(1, 6)], 1.0)
+              for s in range(2)]
+    drawn = plot_curves(trials, tmp_path / "curves.png")
+    readable(drawn, 1)
+    curve = seen[0].curves[0]
+    assert list(curve.x) == [0, 1, 2, 3, 4] and curve.n == 2 and curve.band() is None  # n = 2: no band below 0
+
+
+def test_evaluate_plot_figure_reads_at_page_width(tmp_path, monkeypatch):
+    import steinrl.run.plotting as plotting
+
+    runs = tmp_path / "runs"
+    trained_run(runs, run_name="a", seed=0)
+    results = []
+    original = plotting.draw_panels
+    monkeypatch.setattr(plotting, "draw_panels", lambda *a, **k: results.append(original(*a, **k)))
+    plot_runs([runs], tmp_path / "c.png")
+    readable(results[0], 1)
+
+
+def test_bandit_and_docs_figures_read_at_page_width(tmp_path):
+    bandits = load_script("bandits")
+    rounds = [10.0, 20.0, 30.0]
+    results = {(d, a): [{"curve": [s + k * (i + 1) for i in range(3)], "rounds": rounds, "seed": s}
+                        for s in range(3)] for d in (0.5, 0.7, 0.9, 0.95) for k, a in enumerate(("svgd-ts", "greedy"))}
+    header = {"env": "Wheel", "protocol": "showdown", "seeds": "0,1,2"}
+    drawn = bandits.plot_curves(tmp_path / "w.png", header, ["svgd-ts", "greedy"], [0.5, 0.7, 0.9, 0.95], results)
+    readable(drawn, 4)  # the 5-delta Wheel figure was 3520 px wide in one row
+
+    figures = load_script("docs_figures")
+    source = tmp_path / "learning.json"
+    runs = {"svgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 2.0, 4.0]},
+            "s2vgd-a2c": {"seeds": [0, 1, 2], "curve": [1.0, 3.0, 3.5]}}
+    source.write_text(json.dumps({"paper": {"Cartpole": runs}}))
+    readable(figures.learning_figure(tmp_path / "cartpole.png", source), 1)
+
+
+def test_every_docs_figure_has_its_source_or_a_reason():
+    """benchmarks/docs_figures.py re-makes every figure in docs/ from archived data; one whose data
+    is not in the repository is named with the reason, never left unaccounted for."""
+    figures = load_script("docs_figures")
+    found = figures.figures()
+    assert len(found) >= 30
+    for png, (source, remake) in found.items():
+        assert remake is not None or png.name in figures.NOT_ARCHIVED, (png, source)

@@ -224,11 +224,10 @@ def test_critic_overlap_changes_no_number():
     from data.make_ppo_update_reference import PATH, SEMANTICS
 
     case = next(c for c in json.loads(PATH.read_text())["cases"] if c["algo"] == "svgd-a2c")
-    torch.set_num_threads(2)
     trainers = {}
     for overlap in (False, True):
         cfg = steinrl.load_config(case["algo"], case["env"], {**case["overrides"], **SEMANTICS, "run.progress": False,
-                                                              "critic.overlap": overlap})
+                                                              "critic.overlap": overlap, "run.threads": 2})
         trainers[overlap] = trainer = steinrl.Trainer(cfg)
         rows = [trainer.step() for _ in range(3)]
         for old, new in zip(case["metrics"], rows):

@@ -192,7 +192,8 @@ def test_nan_stops_naming_iteration_particle_quantity_and_keeps_checkpoint(tmp_p
         return real_collect(sampler, iteration)
 
     envs.step, agent.collect = poisoned_step, collect
-    with pytest.raises(NonFiniteError, match=r"iteration 2 in particle\(s\) \[1\]"):
+    # the third iteration (index 2, metrics.jsonl's row 2): messages count iterations from 1
+    with pytest.raises(NonFiniteError, match=r"iteration 3 in particle\(s\) \[1\]"):
         for _ in range(5):
             trainer.step()
     # through the CLI's run loop: exit 3, the last good checkpoint (iteration 2) is kept

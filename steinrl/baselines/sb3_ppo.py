@@ -163,7 +163,9 @@ class SB3PPOJob:
 
     @staticmethod
     def progress_fields(scalars: dict[str, float]) -> dict[str, str]:
-        return {"ret": f"{scalars['rollout/ep_rew_mean']:.1f}", "steps": f"{scalars['time/total_env_steps']:.0f}",
+        """``ret``: SB3's own ``ep_rew_mean``, the mean over the last 100 episodes (an iteration in
+        which no episode ended keeps the last value instead of showing nan)."""
+        return {"ret": f"{scalars['rollout/ep_rew_mean_100']:.1f}", "steps": f"{scalars['time/total_env_steps']:.0f}",
                 "sps": f"{scalars['time/fps']:.0f}"}
 
     @classmethod

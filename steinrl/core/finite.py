@@ -46,7 +46,8 @@ class FiniteFlags:
     @staticmethod
     def raise_if_any(host: dict[str, np.ndarray], iteration: int) -> None:
         """Raise :class:`NonFiniteError` for the first quantity (in the order computed) of
-        ``host`` (:attr:`flags` on the host) that is not finite, naming its particles."""
+        ``host`` (:attr:`flags` on the host) that is not finite, naming its particles and
+        ``iteration`` (as every message counts them: from 1)."""
         for what, ok in host.items():
             if not ok.all():
                 bad = np.flatnonzero(~ok.astype(bool)).tolist()

@@ -173,7 +173,7 @@ class SVPGAgent:
                 batch = sampler.collect(act, cfg.rollout.batch_size, mode=cfg.rollout.sampling, seed=seed,
                                         draws=None if sampler.task.host else self.draws)
             except NonFiniteError as exc:
-                raise NonFiniteError(f"{exc} at iteration {iteration}") from None
+                raise NonFiniteError(f"{exc} at iteration {iteration + 1}") from None  # counted from 1
             if sampler.action_finite is not None:  # a device task's actions, flagged by the sampler
                 self.finite.add("action", sampler.action_finite)
         batch = batch.to(self.device)  # one transfer per iteration (none on CPU or device-resident)

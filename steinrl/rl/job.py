@@ -324,7 +324,7 @@ class PolicyGradientJob:
             t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
-                                 iteration)
+                                 iteration + 1)  # messages count iterations from 1
         steps = host["steps"]
         self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
         self.seconds += t2 - t0

@@ -24,13 +24,16 @@ from steinrl.run.sweep import sweep_main
 
 # --- train ------------------------------------------------------------------------------
 def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
+    from steinrl.bandits.tasks import BANDIT_TASKS
+    from steinrl.envs import SHORT_NAMES
     from steinrl.run.algos import algo_names
 
     p = _Parser(
         prog=prog,
         description="Train M particles jointly by Stein variational gradient descent.",
-        epilog="Algorithms: " + ", ".join(algo_names()) + ". Envs: Cartpole, CartpoleSwingUp, DoublePendulum, or "
-               "any Gymnasium id. Config keys: docs/config.md (--set section.key=value).",
+        epilog="Algorithms: " + ", ".join(algo_names()) + ". Tasks: " + ", ".join(SHORT_NAMES) + " or any Gymnasium "
+               "id (RL algorithms); " + ", ".join(BANDIT_TASKS.names()) + " (bandit algorithms, <method>-ts and the "
+               "baselines). Config keys: docs/config.md (--set section.key=value).",
     )
     p.add_argument("--algo", help="<method>-<estimator>, e.g. s2vgd-a2c")
     p.add_argument("--env", help="task name (default CartpoleSwingUp)")
@@ -43,8 +46,9 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
                    "of training")
     p.add_argument("--rounds", type=int, help="bandits: number of rounds (with --resume: the new total)")
     p.add_argument("--seed", type=int, help="random seed")
-    p.add_argument("--seeds", metavar="S1,S2,...", help="RL: train several seeds as one batch (torch envs; continuing "
-                   "or cut sampling), each with its own run directory <run-name>-seed<S>")
+    p.add_argument("--seeds", metavar="S1,S2,...", help="RL: train several seeds as one batch (continuing or cut "
+                   "sampling: the swing-ups' default, or --preset fast), each with its own run directory "
+                   "<run-name>-seed<S>")
     p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
     p.add_argument("--device", help="torch device: cpu or cuda")
     p.add_argument("--logdir", help="root of run directories (default runs)")
@@ -141,7 +145,8 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
     if trainer.done:
         raise ConfigError(f"{run_dir.path} is done ({trainer.iteration} iterations); --iterations, --rounds, "
                           "--total-steps and --max-seconds are totals: give more to continue")
-    return run_training(trainer, run_dir.acquire(), command)
+    what_next = "wait for it to finish or stop, then resume it again (a run directory is trained by one process)"
+    return run_training(trainer, run_dir.acquire(what_next), command)
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -175,16 +180,12 @@ def run_training(trainer, run_dirs, command: str = "") -> int:  # noqa: ANN001
     checkpoints, progress and signal handling; returns the exit code."""
     from contextlib import ExitStack
 
-    import torch
-
     import steinrl
     from steinrl.errors import NonFiniteError
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
     run_dirs = list(run_dirs) if isinstance(run_dirs, (list, tuple)) else [run_dirs]
     cfg, seeds = trainer.config, trainer.seeds
-    if cfg.run.threads > 0:
-        torch.set_num_threads(cfg.run.threads)
     start, first = time.perf_counter(), trainer.iteration
     checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every, i) for i, d in enumerate(run_dirs)]
     callbacks = [cb for i, d in enumerate(run_dirs) for cb in (MetricsCallback(d.path, cfg.run.tensorboard, i),
@@ -235,14 +236,16 @@ def train(cfg) -> Path:  # noqa: ANN001
 
 
 def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:  # noqa: ANN001
-    """The end of a run: its status, iterations and headline (iterations numbered as in metrics.jsonl, from 0)."""
+    """The end of a run: its status, iterations and headline. Iterations are counted from 1, as in
+    the progress bar and log lines (iteration k is metrics.jsonl's row k - 1)."""
     from steinrl.run.logger import read_metrics
+    from steinrl.run.loop import planned_iterations
 
     result = trainer.job.summary(read_metrics(run_dir))
+    planned = planned_iterations(trainer)
     if status == "interrupted":
-        print(f"stopped after iteration {trainer.iteration - 1} (the last row of metrics.jsonl); checkpoint saved. "
+        print(f"stopped after iteration {trainer.iteration} of {planned}; checkpoint saved. "
               f"Continue with: steinrl train --resume {run_dir}", file=sys.stderr)
-    planned = max(trainer.job.num_steps, trainer.iteration)  # (with total_steps an estimate: reset steps do not count)
     print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {planned}) in "
           f"{seconds:.1f} s; {result}; run {run_dir}\n"
           f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)

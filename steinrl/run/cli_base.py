@@ -42,7 +42,11 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
 
 class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line and exit 2 (as everything else): a bad argument
-    raises :class:`ConfigError`, which :func:`run_cli` prints."""
+    raises :class:`ConfigError`, which :func:`run_cli` prints. No prefix matching: ``--iteration``
+    is an unknown flag, not ``--iterations`` (``allow_abbrev=False``)."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ConfigError(f"{self.prog}: {message}")

@@ -58,7 +58,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
     Option("checkpoint_every", int, 50, "Write a checkpoint every this many iterations (and at the end).",
            check=at_least_one),
-    Option("progress", bool, True, "Show a progress bar (false: a log line every log_every iterations)."),
+    Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
+           "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
     Option("tensorboard", bool, True, "Write TensorBoard event files."),
     Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; each "
@@ -66,8 +67,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
            check=at_least_one),
     Option("cuda_graph", str, "auto", "RL on CUDA: replay each iteration as one CUDA graph (auto: where the run "
            "allows it, docs/gpu.md; on: or an error naming why not; off: eager).", choices=("auto", "on", "off")),
-    Option("threads", int, 1, "Torch intra-op CPU threads (0: torch's default; the ops are small; what 1 and "
-           "2 threads measured on the papers' tasks and on MuJoCo: docs/benchmarks.md#torch-threads).",
+    Option("threads", int, 1, "Torch intra-op CPU threads, set for the process by every Trainer (the CLI, the "
+           "Python API, SB3's SVPG, sweep trials alike; 0: leave torch's own or the caller's setting). 1 never "
+           "oversubscribes a busy machine; what 1 and 2 threads measured: docs/benchmarks.md#torch-threads.",
            check=non_negative),
 )
 

@@ -28,7 +28,7 @@ from steinrl.run.logger import RunLogger
 from steinrl.run.trainer import Trainer
 
 __all__ = ["Callback", "MetricsCallback", "CheckpointCallback", "ProgressCallback", "GracefulStop", "fit",
-           "RunDirectory", "CONFIG_NAME"]
+           "RunDirectory", "CONFIG_NAME", "planned_iterations"]
 
 CONFIG_NAME = "config.yaml"
 
@@ -99,14 +99,21 @@ class CheckpointCallback(Callback):
 
 
 class ProgressCallback(Callback):
-    """A tqdm bar, or (``bar=False``, for batch jobs) one log line every ``log_every`` iterations.
+    """A tqdm bar where ``stream`` (default stderr) is a terminal; else (``bar=False``, a pipe,
+    a file, a batch job) one log line every ``log_every`` iterations and at the last.
 
     Fields: ``ret`` the mean episode return of the iteration, ``best`` the papers' metric
-    (the best particle's mean return), ``sps`` env steps per second.
+    (the best particle's mean return), ``sps`` env steps per second. Iterations are counted
+    from 1 (``iteration 30`` is the 30th, ``metrics.jsonl``'s row 29). The total is the job's
+    ``num_steps``; where that is an estimate (``total_steps``) it grows to the iterations the
+    run takes, and a finished run's bar ends at its own count (26/26, not 26/25).
     """
 
-    def __init__(self, bar: bool, log_every: int, desc: str) -> None:
-        self.bar_enabled, self.log_every, self.desc = bar, log_every, desc
+    def __init__(self, bar: bool, log_every: int, desc: str, stream: Any = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        isatty = getattr(self.stream, "isatty", None)
+        self.bar_enabled = bool(bar and isatty is not None and isatty())
+        self.log_every, self.desc = log_every, desc
         self.bar: Any = None
         self.start = 0.0
 
@@ -115,24 +122,35 @@ class ProgressCallback(Callback):
         if self.bar_enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=trainer.job.num_steps, initial=trainer.iteration, unit="it", desc=self.desc,
-                            dynamic_ncols=True, file=sys.stderr)
+            self.bar = tqdm(total=max(trainer.job.num_steps, trainer.iteration), initial=trainer.iteration, unit="it",
+                            desc=self.desc, dynamic_ncols=True, file=self.stream)
 
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
         fields = trainer.job.progress_fields(scalars)
+        total = planned_iterations(trainer)
         if self.bar is not None:
             first = self.bar.n == self.bar.initial  # show the first iteration's figures at once
+            self.bar.total = total
             self.bar.update(1)
             self.bar.set_postfix(fields, refresh=first)
         elif trainer.iteration % self.log_every == 0 or trainer.done:
             text = " ".join(f"{k}={v}" for k, v in fields.items())
             elapsed = time.perf_counter() - self.start
-            print(f"[{self.desc}] iteration {trainer.iteration}/{trainer.job.num_steps} {text} "
-                  f"({elapsed:.0f} s)", file=sys.stderr, flush=True)
+            print(f"[{self.desc}] iteration {trainer.iteration}/{total} {text} ({elapsed:.0f} s)", file=self.stream,
+                  flush=True)
 
     def on_end(self, trainer: Trainer, status: str) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def planned_iterations(trainer: Trainer) -> int:
+    """The run's iterations as far as known now: the job's ``num_steps`` (an estimate with
+    ``total_steps``), at least one more than done while the run goes on, exactly those done
+    once it is done."""
+    if trainer.done:
+        return trainer.iteration
+    return max(trainer.job.num_steps, trainer.iteration + 1)
 
 
 class GracefulStop:
@@ -201,8 +219,9 @@ class RunDirectory:
     def checkpoint(self) -> Path:
         return self.path / CHECKPOINT_NAME
 
-    def acquire(self) -> RunDirectory:
-        """Create and lock the directory; a locked one raises :class:`ConfigError` naming its PID."""
+    def acquire(self, what_next: str = "wait for it or choose another --run-name") -> RunDirectory:
+        """Create and lock the directory; a locked one raises :class:`ConfigError` naming its PID
+        and ``what_next`` (a resume has no --run-name to choose)."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -217,7 +236,7 @@ class RunDirectory:
         except Timeout:
             pid = (self.path / self.PID_NAME).read_text().strip() if (self.path / self.PID_NAME).is_file() else "?"
             raise RunDirectoryInUse(f"run directory {self.path} is in use by another process (PID {pid}); "
-                              "wait for it or choose another --run-name") from None
+                                    f"{what_next}") from None
         self._lock = lock
         (self.path / self.PID_NAME).write_text(f"{os.getpid()}\n")
         remove_stale_temp_files(self.path)

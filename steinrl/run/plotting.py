@@ -29,8 +29,8 @@ from steinrl.errors import ConfigError
 from steinrl.run.config import read_run_config
 from steinrl.run.logger import read_metrics
 
-__all__ = ["Curve", "Panel", "draw_panels", "split_off_scale", "find_runs", "collect_curves", "plot_runs",
-           "IDENTITY_FREE_KEYS"]
+__all__ = ["Curve", "Panel", "Drawn", "draw_panels", "split_off_scale", "band_note", "find_runs", "collect_curves",
+           "plot_runs", "IDENTITY_FREE_KEYS", "PANELS_PER_ROW", "MIN_BAND_SEEDS"]
 
 #: Config keys that do not make a run a different configuration: its seed, its length (the
 #: total a resume may raise), where it ran and the run loop's bookkeeping (``run.*``).
@@ -42,15 +42,50 @@ OFF_SCALE_FACTOR = 4.0
 
 
 # --- drawing ----------------------------------------------------------------------------
+#: Panels per row: a figure stays readable at page width (wider layouts wrap into rows).
+PANELS_PER_ROW = 3
+#: A curve's band (its spread over seeds) is drawn only with at least this many seeds behind it.
+MIN_BAND_SEEDS = 3
+#: One panel's size in inches (at ``dpi`` 120: about 500 x 380 pixels).
+PANEL_SIZE = (4.2, 3.2)
+
+
 @dataclass(frozen=True)
 class Curve:
-    """One labelled curve with a band: ``x``, ``mean``, ``low``, ``high`` of equal length."""
+    """One labelled curve: ``x`` and ``mean`` of equal length, with an optional band.
+
+    ``low`` / ``high`` (None: no band) are the band; it is drawn only where ``n``, the
+    number of seeds behind the curve or behind each point (None: not a seed mean), is at least
+    :data:`MIN_BAND_SEEDS`, and clipped to ``data_low`` / ``data_high`` (the lowest and
+    highest seed value at each x, where given): a band never reaches values no seed took
+    (a 95 % interval of two seeds, or of returns bounded below, otherwise can).
+    """
 
     label: str
     x: Sequence[float]
     mean: Sequence[float]
-    low: Sequence[float]
-    high: Sequence[float]
+    low: Sequence[float] | None = None
+    high: Sequence[float] | None = None
+    n: int | Sequence[int] | None = None
+    data_low: Sequence[float] | None = None
+    data_high: Sequence[float] | None = None
+
+    def band(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The band as drawn: clipped to the data's range, NaN (a gap) at points with fewer than
+        :data:`MIN_BAND_SEEDS` seeds; None where no point has a band."""
+        if self.low is None or self.high is None:
+            return None
+        low, high = np.asarray(self.low, dtype=float), np.asarray(self.high, dtype=float)
+        if self.data_low is not None:
+            low = np.maximum(low, np.asarray(self.data_low, dtype=float))
+        if self.data_high is not None:
+            high = np.minimum(high, np.asarray(self.data_high, dtype=float))
+        if self.n is not None:
+            few = np.broadcast_to(np.asarray(self.n), low.shape) < MIN_BAND_SEEDS
+            if few.all():
+                return None
+            low, high = np.where(few, np.nan, low), np.where(few, np.nan, high)
+        return low, high
 
 
 @dataclass(frozen=True)
@@ -61,6 +96,18 @@ class Panel:
     xlabel: str
     ylabel: str
     curves: Sequence[Curve]
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What :func:`draw_panels` drew: the figure's size in pixels, its panels' grid, whether the
+    legend stands clear of every axes, and each axes' x tick values."""
+
+    size: tuple[int, int]
+    rows: int
+    columns: int
+    legend_outside: bool
+    xticks: list[list[float]]
 
 
 def split_off_scale(curves: Sequence[Curve], factor: float = OFF_SCALE_FACTOR) -> tuple[list[Curve], list[Curve]]:
@@ -87,17 +134,37 @@ def _styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
             for i, label in enumerate(labels)}
 
 
-def draw_panels(panels: Sequence[Panel], out: str | Path, band: str, dpi: int = 120) -> None:
-    """Draw ``panels`` side by side into ``out`` (any format matplotlib writes, by suffix).
+def _integral(values: Sequence[float]) -> bool:
+    v = np.asarray(values, dtype=float)
+    return bool(len(v)) and bool(np.all(np.isfinite(v))) and bool(np.all(v == np.round(v)))
 
-    Curves off the scale of a panel (:func:`split_off_scale`) get a panel of their own to
-    its right; one legend (each label once, titled ``band``: what the shaded bands are)
-    stands right of the panels.
+
+def band_note(curves: Sequence[Curve]) -> str:
+    """What the figure's bands leave out or cut, for the legend's title."""
+    notes = []
+    if any(c.n is not None for c in curves):
+        notes.append(f"none for n < {MIN_BAND_SEEDS}")
+    if any(c.data_low is not None or c.data_high is not None for c in curves):
+        notes.append("clipped to the seeds' range")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def draw_panels(panels: Sequence[Panel], out: str | Path, band: str, dpi: int = 120) -> Drawn:
+    """Draw ``panels`` into ``out`` (any format matplotlib writes, by suffix), at most
+    :data:`PANELS_PER_ROW` to a row.
+
+    Curves off the scale of a panel (:func:`split_off_scale`) get a panel of their own beside
+    it; an x axis of whole numbers (iterations, rounds) gets integer ticks; one legend (each
+    label once, titled ``band``, what the bands are, and what they leave out) stands below
+    the panels, outside every axes.
     """
+    import math
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     laid_out: list[Panel] = []
     for panel in panels:
@@ -105,25 +172,57 @@ def draw_panels(panels: Sequence[Panel], out: str | Path, band: str, dpi: int = 
         laid_out.append(Panel(panel.title, panel.xlabel, panel.ylabel, on))
         if off:
             laid_out.append(Panel(f"{panel.title}: off the left panel's scale", panel.xlabel, panel.ylabel, off))
+    laid_out = laid_out or [Panel("", "", "", [])]
     labels = list(dict.fromkeys(c.label for p in laid_out for c in p.curves))
     styles = _styles(labels)
-    fig, axes = plt.subplots(1, max(1, len(laid_out)), figsize=(5.6 * max(1, len(laid_out)), 4.4), squeeze=False)
+    columns = min(PANELS_PER_ROW, len(laid_out))
+    rows = math.ceil(len(laid_out) / columns)
+    width, height = PANEL_SIZE
+    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
     handles: dict[str, Any] = {}
-    for ax, panel in zip(axes[0], laid_out):
+    for ax, panel in zip(axes.flat, laid_out):
         for c in panel.curves:
-            line, = ax.plot(c.x, c.mean, label=c.label, linewidth=1.6, **styles[c.label])
-            ax.fill_between(c.x, c.low, c.high, alpha=0.15, color=styles[c.label]["color"], linewidth=0)
+            line, = ax.plot(c.x, c.mean, label=c.label, linewidth=1.4, **styles[c.label])
+            drawn_band = c.band()
+            if drawn_band is not None:
+                ax.fill_between(c.x, *drawn_band, alpha=0.15, color=styles[c.label]["color"], linewidth=0)
             handles.setdefault(c.label, line)
+        if panel.curves and all(_integral(c.x) for c in panel.curves):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(panel.title, fontsize="medium")
         ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel(panel.ylabel)
+        ax.set_ylabel(panel.ylabel, fontsize="small")
+        ax.tick_params(labelsize="small")
         ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(laid_out):]:
+        ax.set_visible(False)
     fig.tight_layout()
-    fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
-               fontsize="small" if len(handles) <= 12 else "x-small", title=band, title_fontsize="small",
-               frameon=False)
+    longest = max((len(label) for label in handles), default=1)
+    # as many legend columns as the labels fit across the panels (a small-font character is ~4.3 pt,
+    # the line sample and padding ~35 pt)
+    ncol = max(1, min(len(handles), int(width * columns * 72 / (4.3 * longest + 35))))
+    all_curves = [c for p in laid_out for c in p.curves]
+    legend = fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                        ncol=ncol, fontsize="small", title=band + band_note(all_curves), title_fontsize="small",
+                        frameon=False)
     fig.savefig(out, dpi=dpi, bbox_inches="tight")
+    renderer = fig.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    outside = not any(box.overlaps(ax.get_tightbbox(renderer)) for ax in axes.flat if ax.get_visible())
+    ticks = [[float(t) for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+             for ax in axes.flat if ax.get_visible()]
     plt.close(fig)
+    size = _image_size(out)
+    return Drawn(size, rows, columns, outside, ticks)
+
+
+def _image_size(path: str | Path) -> tuple[int, int]:
+    """A PNG's (width, height) in pixels from its header; (0, 0) for other formats."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return 0, 0
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
 # --- saved runs -------------------------------------------------------------------------
@@ -221,7 +320,8 @@ def collect_curves(paths: Sequence[str | Path], key: str | None) -> list[_Group]
 
 def plot_runs(paths: Sequence[str | Path], out: str | Path, key: str | None = None,
               title: str | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Draw mean ± std across seeds of ``key`` per env x algo x config into ``out`` (one panel per env).
+    """Draw mean ± std across seeds of ``key`` per env x algo x config into ``out`` (one panel per env;
+    a band only where 3 seeds or more reached the point, within the seeds' range).
 
     ``key`` None: each run's headline metric (the job's ``headline_metric``).
 
@@ -243,7 +343,9 @@ def plot_runs(paths: Sequence[str | Path], out: str | Path, key: str | None = No
                       f"{unit}); each point is averaged over the seeds that reached it", file=sys.stderr)
             values = [[c[x] for c in g.seeds.values() if x in c] for x in xs]
             mean, std = np.array([np.mean(v) for v in values]), np.array([np.std(v) for v in values])
-            curves.append(Curve(f"{g.label} (n={len(g.seeds)})", xs, mean, mean - std, mean + std))
+            curves.append(Curve(f"{g.label} (n={len(g.seeds)})", xs, mean, mean - std, mean + std,
+                                n=[len(v) for v in values], data_low=[min(v) for v in values],
+                                data_high=[max(v) for v in values]))
             drawn[(env, g.label)] = {"iteration": [int(x) if x == int(x) else x for x in xs], "mean": mean.tolist(),
                                      "std": std.tolist(), "n": [len(v) for v in values]}
         first = next(g for g in groups if g.env == env)

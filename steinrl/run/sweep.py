@@ -36,7 +36,7 @@ RAY_MISSING = 'steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"'
 CHECKPOINT_NAME = "checkpoint.pt"
 #: The spec's fields (docs/sweeps.md describes each).
 FIELDS = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
-          "resources", "num_cpus", "max_concurrent", "checkpoint_every", "out", "search")
+          "resources", "num_cpus", "max_concurrent", "checkpoint_every", "max_failures", "out", "search")
 #: The fields that define the trials: a sweep continues only with the same values.
 IDENTITY = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",
             "search")
@@ -98,7 +98,7 @@ class Spec:
 
     def __getattr__(self, field: str) -> Any:  # the plain fields: iterations, rounds, preset, out, ...
         if field in FIELDS:
-            return self.raw.get(field, 50 if field == "checkpoint_every" else None)
+            return self.raw.get(field, {"checkpoint_every": 50, "max_failures": 2}.get(field))
         raise AttributeError(field)
 
     def identity(self) -> dict[str, Any]:
@@ -171,6 +171,8 @@ def load_spec(path: str | Path) -> Spec:
     resources = {"cpu": 1, **resources} if isinstance(resources, dict) else {"": resources}
     _need(set(resources) <= {"cpu", "gpu"} and all(isinstance(v, (int, float)) and v >= 0 for v in resources.values())
           and resources["cpu"] > 0, where, "resources", "{cpu: N > 0, gpu: N >= 0} per trial", raw.get("resources"))
+    _need(raw.get("max_failures") is None or _is_int(raw["max_failures"], 0), where, "max_failures",
+          "an integer >= 0", raw.get("max_failures"))
     for field in ("iterations", "rounds", "num_cpus", "max_concurrent", "checkpoint_every"):
         _need(raw.get(field) is None or _is_int(raw[field], 1), where, field, "an integer >= 1", raw.get(field))
         _need(raw.get(field) is None or field not in ("iterations", "rounds")
@@ -219,7 +221,8 @@ def make_trials(spec: Spec) -> list[dict[str, Any]]:
 def trial_config(trial: dict[str, Any], search: dict[str, Any] | None = None, where: str = "the sweep spec") -> Config:
     """The resolved config of one trial (a dict of :func:`make_trials`) with sampled ``search`` values:
     ``load_config`` with the spec's keys as the last layer (errors name ``where`` as their source)."""
-    overrides = {**trial["overrides"], **(search or {}), "seed": trial["seed"]}
+    # run.threads: the trial's CPUs (the Trainer sets it), unless the spec sets it itself
+    overrides = {"run.threads": trial["threads"], **trial["overrides"], **(search or {}), "seed": trial["seed"]}
     try:
         return load_config(trial["algo"], trial["env"], overrides, preset=trial["preset"])
     except ConfigError as exc:
@@ -228,7 +231,7 @@ def trial_config(trial: dict[str, Any], search: dict[str, Any] | None = None, wh
 
 def _define_trainable() -> type:
     """Define :data:`SteinTrainable` (imports Ray Tune, starts nothing)."""
-    import torch
+    import ray
     from ray import tune
 
     from steinrl.run.trainer import Trainer
@@ -241,14 +244,14 @@ def _define_trainable() -> type:
         """
 
         def setup(self, config: dict[str, Any]) -> None:
-            torch.set_num_threads(int(config["trial"]["threads"]))
             self.trainer = Trainer(trial_config(config["trial"], config.get("search")))
 
         def step(self) -> dict[str, Any]:  # run.report_every trainer iterations, the last one's metrics
             row = self.trainer.step()
             for _ in range(self.trainer.config.run.report_every - 1):
                 row = row if self.trainer.done else self.trainer.step()
-            return {**row, "done": self.trainer.done}
+            # node_id: the Ray node the iteration ran on (in result.json; results.csv keeps steinrl's metrics)
+            return {**row, "done": self.trainer.done, "node_id": ray.get_runtime_context().get_node_id()}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
             self.trainer.save(Path(checkpoint_dir) / CHECKPOINT_NAME)
@@ -339,6 +342,7 @@ def _tuner(tune: Any, spec: Spec, trials: list[dict[str, Any]], out: Path) -> An
                        search_alg=OptunaSearch(seed=spec.seeds[0]), num_samples=spec.search.num_samples)
     run_config = tune.RunConfig(
         name=spec.path.stem, storage_path=str(out / "ray"), progress_reporter=reporter, verbose=1,
+        failure_config=tune.FailureConfig(max_failures=spec.max_failures),  # a lost node: on from the checkpoint
         # every checkpoint is kept: after a kill -9, Ray's saved record of a trial's latest checkpoint can
         # lag behind the trial, and a restore needs the checkpoint that record names
         checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=spec.checkpoint_every, checkpoint_at_end=True,

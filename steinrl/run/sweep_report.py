@@ -7,7 +7,8 @@
   value, where the seed-mean curve first reaches 95 % of its rise to its peak, and the
   mean wall time per trial;
 - ``curves.png``: one panel per env, per algo (x grid point) the seed-mean headline curve
-  with its 95 % confidence band (bandits: cumulative regret against the rounds played).
+  with its 95 % confidence band (none for fewer than 3 seeds; within the seeds' range),
+  against the iteration from 0 (bandits: cumulative regret against the rounds played).
 
 The maths (:func:`student_t_quantile`, :func:`mean_ci`, :func:`group_stats`) is pure and
 needs nothing beyond the standard library and numpy.
@@ -19,6 +20,7 @@ import csv
 import gzip
 import math
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,9 +314,12 @@ def write_summary(trials: Sequence[TrialRun], path: Path, command: str, notes: S
     path.write_text("\n".join(lines))
 
 
-def plot_curves(trials: Sequence[TrialRun], path: Path) -> None:
+def plot_curves(trials: Sequence[TrialRun], path: Path) -> Any:
     """``curves.png``: per env a panel, per group the seed-mean headline curve and its 95 % CI band
-    (drawn by :func:`steinrl.run.plotting.draw_panels`, as every learning-curve figure)."""
+    (drawn by :func:`steinrl.run.plotting.draw_panels`, as every learning-curve figure: no band
+    for fewer than 3 seeds, the band within the seeds' range). Against the iteration, the x axis
+    is the trainer's iteration from 0, as ``metrics.jsonl`` and ``evaluate --plot`` number it
+    (``results.csv``'s ``iteration`` is Ray's count of results, from 1)."""
     from steinrl.run.plotting import Curve, Panel, draw_panels
 
     panels = []
@@ -325,12 +330,19 @@ def plot_curves(trials: Sequence[TrialRun], path: Path) -> None:
             if group_env != env:
                 continue
             first = first or group[0]
-            s = group_stats([t.curve() for t in group], group[0].mode)
-            mean, half = np.array(s.mean), np.nan_to_num(np.array(s.half))
-            curves.append(Curve(f"{_label(group[0])} (n={s.n})", s.x, mean, mean - half, mean + half))
+            seed_curves = [t.curve() for t in group]
+            s = group_stats(seed_curves, group[0].mode)
+            mean, half = np.array(s.mean), np.array(s.half)
+            values = np.array([[c[x] for c in seed_curves if c] for x in s.x]).reshape(len(s.x), -1)
+            x = [v - 1 for v in s.x] if group[0].x_key == "iteration" else s.x
+            with warnings.catch_warnings():  # an x at which no seed has a value: NaN, drawn as a gap
+                warnings.simplefilter("ignore", RuntimeWarning)
+                low, high = (np.nanmin(values, 1), np.nanmax(values, 1)) if len(s.x) else (None, None)
+            curves.append(Curve(f"{_label(group[0])} (n={s.n})", x, mean, mean - half, mean + half, n=s.n,
+                                data_low=low, data_high=high))
         panels.append(Panel(env, "iteration" if first.x_key == "iteration" else first.x_key.split("/")[-1],
                             first.metric, curves))
-    draw_panels(panels, path, band="seed mean ± 95 % CI")
+    return draw_panels(panels, path, band="seed mean ± 95 % CI")
 
 
 def report(results: Any, out: Path, command: str) -> int:

@@ -1,7 +1,9 @@
 """The Trainer: one algorithm's job, stepped one iteration at a time, saved and restored.
 
-Built without side effects (no files, no directories, no global state): the CLI, Ray
-Tune's Trainable and :class:`steinrl.sb3.SVPG` all drive it the same way::
+Built without files or directories; its one effect on the process is torch's intra-op
+thread count, set to ``run.threads`` (default 1: the ops are small, and more threads only
+oversubscribe a busy machine), so that every entry point runs at the same speed. The CLI,
+Ray Tune's Trainable, :class:`steinrl.sb3.SVPG` and scripts all drive it the same way::
 
     import steinrl
     cfg = steinrl.load_config(algo="svgd-a2c", env="Cartpole", overrides={"iterations": 3})
@@ -74,6 +76,9 @@ class Trainer:
         if len(self.seeds) > 1:  # what the batch needs, pinned in every seed's config (each resumes alone)
             config = self.algorithm.job.batch_config(config, self.seeds)
         self.config = config
+        threads = config.run.threads if "run" in config else 0
+        if threads > 0 and torch.get_num_threads() != threads:  # 0: leave torch's (or the caller's) setting
+            torch.set_num_threads(threads)
         #: each seed's own config (its ``seed``): what its checkpoint records
         self.seed_configs = [config.replace({"seed": s}) for s in self.seeds] if seeds is not None else [config]
         self.iteration = 0  #: iterations done

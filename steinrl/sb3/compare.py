@@ -246,6 +246,10 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
     if not (math.isfinite(args.moved) and args.moved >= 0):
         raise ConfigError(f"--moved must be a finite number >= 0, got {args.moved}")
     check_device(args.device)
+    for path in args.paths:
+        if not Path(path).exists():
+            raise ConfigError(f"no run, checkpoint or folder at {path} (give a run directory, a checkpoint.pt, a "
+                              "logdir or a sweep's output directory)")
     if args.out is None and not (len(args.paths) == 1 and Path(args.paths[0]).is_dir()):
         raise ConfigError("give --out FILE.csv (the default, PATH/comparison.csv, needs a single directory PATH)")
     out = Path(args.out) if args.out else Path(args.paths[0]) / "comparison.csv"

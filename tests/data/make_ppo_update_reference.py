@@ -39,7 +39,10 @@ CASES = [  # minibatches and epochs; prior weight 0 (the MuJoCo recipe) and not;
 #: The reference's semantics where they have since become an option with another default:
 #: the observation statistics take a batch before its update (recorded before
 #: ``policy.obs_stats_update`` existed; leave out when recording at such a commit).
-SEMANTICS = {"policy.obs_stats_update": "before-update"}
+#: The swing-up's whole-episode sampling, 10 envs per particle: its default when the reference was
+#: recorded (the swing-ups' files have since set the fast preset's continuing sampling).
+SEMANTICS = {"policy.obs_stats_update": "before-update", "rollout.sampling": "whole_episodes",
+             "rollout.envs_per_particle": 10}
 
 
 def run(case: dict) -> list[dict]:

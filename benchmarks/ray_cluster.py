@@ -1,0 +1,235 @@
+#!/usr/bin/env python
+"""A sweep on a multi-node Ray cluster: trials spread over the nodes, survive losing one, and
+give the numbers a one-node run gives.
+
+    python benchmarks/ray_cluster.py                    # the smoke spec's 4 trials, 40 iterations each
+    python benchmarks/ray_cluster.py --iterations 20 --out /tmp/ray_cluster
+
+Starts a local cluster with ``ray.cluster_utils.Cluster`` (Ray's own way of testing several
+nodes on one machine, as RLlib's and Ray Train's tests do): a head node with no CPUs, so that
+no trial can run there, and two worker nodes with one CPU each, all on 127.0.0.1. Then:
+
+1. runs the smoke spec (configs/sweeps/smoke.yaml: 2 algos x 2 seeds on Cartpole, tiny
+   batches) with ``--iterations`` iterations per trial and a checkpoint every 5, as
+   ``steinrl sweep SPEC --address <the head>``;
+2. as soon as the two trials under way (one on each worker node) have each written a
+   checkpoint, kills the first worker node (``Cluster.remove_node``: its raylet and the
+   trial's actor die);
+3. checks that trials ran on both worker nodes (each trial's ``result.json`` records the
+   node id of every iteration), that every trial finished, and that the killed node's trial
+   went on from its checkpoint on the other node (``iterations_since_restore`` back at 1 at
+   an iteration past 1; Ray Tune retries a trial whose node died, ``max_failures`` in the spec);
+4. compares ``results.csv`` with the same spec run on one node (a local Ray, run first; or,
+   with ``--reference trainer``, each trial's Trainer stepped in this process, as the CI test
+   does): equal in every column but the timings (``time/*``, ``wall_s``), the trial ids and
+   the node.
+
+The cluster's nodes share this machine's file system, so the sweep's ``out/ray/`` is shared
+storage here; docs/sweeps.md says what a real cluster needs. Last line:
+``ray_cluster nodes=2 trials=N nodes_used=K node_killed=1 finished=F equal=1`` (exit 0 when
+nodes_used=2, node_killed=1, finished=N and equal=1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from steinrl.run.sweep import RAY_ENV  # noqa: E402
+
+COMMAND = [sys.executable, "-c", "from steinrl.run.cli import main; main()", "sweep"]
+
+
+def write_spec(work: Path, iterations: int, checkpoint_every: int = 5) -> Path:
+    """The smoke spec with ``iterations`` per trial and a checkpoint every ``checkpoint_every`` results."""
+    spec = yaml.safe_load((ROOT / "configs" / "sweeps" / "smoke.yaml").read_text())
+    spec.update(iterations=iterations, checkpoint_every=checkpoint_every)
+    spec.pop("out", None)
+    path = work / "cluster.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def trial_rows(out: Path) -> dict[str, list[dict]]:
+    """Trial directory name -> the rows of its result.json (Ray's per-result record)."""
+    rows = {}
+    for path in sorted(out.glob("ray/*/*/result.json")):
+        rows[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+SKIP = ("wall_s", "trial_id", "node_id", "algo", "env", "seed", "iteration")
+
+
+def table(out: Path) -> dict[tuple[str, str, str], dict[str, float]]:
+    """results.csv as (algo, seed, iteration) -> the columns that measure neither time nor place."""
+    with open(out / "results.csv") as f:
+        return {(r["algo"], r["seed"], r["iteration"]): {
+            k: float(v) for k, v in r.items() if v != "" and not k.startswith("time/") and k not in SKIP}
+            for r in csv.DictReader(f)}
+
+
+def trainer_table(spec: Path) -> dict[tuple[str, str, str], dict[str, float]]:
+    """The same table from each trial's Trainer stepped in this process, without Ray (``--reference trainer``)."""
+    from steinrl.run.sweep import load_spec, make_trials, trial_config
+    from steinrl.run.trainer import Trainer
+
+    rows = {}
+    for trial in make_trials(load_spec(spec)):
+        trainer = Trainer(trial_config(trial))
+        while not trainer.done:
+            metrics = trainer.step()
+            rows[(trial["algo"], str(trial["seed"]), str(trainer.iteration))] = {
+                k: float(v) for k, v in metrics.items() if "/" in k and not k.startswith("time/")}
+        trainer.close()
+    return rows
+
+
+def same(a: dict, b: dict) -> bool:
+    """Equal tables (NaN equal to NaN)."""
+    return a.keys() == b.keys() and all(
+        a[k].keys() == b[k].keys() and all(x == y or (x != x and y != y) for x, y in
+                                           ((a[k][c], b[k][c]) for c in a[k])) for k in a)
+
+
+def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen, timeout: float,  # noqa: ANN001
+                       checkpoints: int) -> str | None:
+    """Once two trials (one on each worker node: a worker has one CPU) have written a checkpoint and
+    are some of their ``checkpoints`` from done, remove the first worker node; its id. (Ray Tune
+    copies result.json to the sweep's directory only now and then: the checkpoints, which each
+    trial writes there itself, tell how far the trials are.)"""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        counts = [len(list(d.glob("checkpoint_*"))) for d in (out / "ray").glob("*/*") if d.is_dir()]
+        # two trials under way (so one on each worker), each past its first checkpoint and a few from its end
+        if sum(1 <= n <= checkpoints - 3 for n in counts) >= 2:
+            node = workers[0]
+            # the node's processes as a machine going down would take them: its raylet and, at once,
+            # the worker processes it started (a trial's actor would otherwise run on for a moment)
+            import psutil
+
+            raylets = [info.process.pid for info in node.all_processes.get("raylet", [])]
+            workers_of_node = [c for pid in raylets for c in psutil.Process(pid).children(recursive=True)]
+            cluster.remove_node(node, allow_graceful=False)
+            for child in workers_of_node:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
+            print(f"killed worker node {node.node_id[:12]} mid-trial (checkpoints written: {sorted(counts)})",
+                  flush=True)
+            return node.node_id
+        time.sleep(0.05)
+    return None
+
+
+def add_workers(cluster, timeout: float) -> list:  # noqa: ANN001
+    """Two worker nodes of one CPU each on 127.0.0.1, once the scheduler sees both their CPUs."""
+    import ray
+
+    t0 = time.perf_counter()
+    workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="warning")
+    while ray.cluster_resources().get("CPU", 0) < 2 and time.perf_counter() - t0 < timeout:
+        time.sleep(0.1)
+    ray.shutdown()
+    print(f"cluster at {cluster.address}: a head with 0 CPUs, worker nodes "
+          f"{', '.join(w.node_id[:12] for w in workers)} with 1 CPU each ({time.perf_counter() - t0:.0f} s)",
+          flush=True)
+    return workers
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
+    p.add_argument("--out", help="working directory (default: a temporary one)")
+    p.add_argument("--checkpoint-every", type=int, default=5, help="results between checkpoints (default 5)")
+    p.add_argument("--reference", choices=("sweep", "trainer"), default="sweep",
+                   help="the one-node run: the same sweep on a local Ray (default), or each trial's Trainer "
+                        "stepped in this process (faster: the CI test's)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds a sweep may take (default 600)")
+    args = p.parse_args(argv)
+    if args.iterations < 4 * args.checkpoint_every:
+        p.error("--iterations must be at least 4 x --checkpoint-every (a kill must land between a trial's first "
+                "checkpoint and its end)")
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    # every address on the loopback: Ray otherwise replaces 127.0.0.1 by this machine's own IP when it
+    # connects (services.resolve_ip_for_localhost); this setting (Ray's for clusters on one laptop) keeps
+    # 127.0.0.1. Set before ray is imported, here and in the sweep's process.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    work = Path(args.out or tempfile.mkdtemp(prefix="ray_cluster-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spec = write_spec(work, args.iterations, args.checkpoint_every)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+
+    t0 = time.perf_counter()  # the one-node reference first: a local Ray, before the cluster exists
+    if args.reference == "sweep":
+        one = subprocess.run([*COMMAND, str(spec), "--out", str(work / "one_node")], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=args.timeout)
+        reference = table(work / "one_node") if one.returncode == 0 else {}
+        print(f"one node: exit {one.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+    else:
+        reference = trainer_table(spec)
+        print(f"one node: each trial's Trainer in this process, {time.perf_counter() - t0:.0f} s", flush=True)
+
+    import ray._private.utils
+    from ray.cluster_utils import Cluster
+
+    # Cluster writes its address to /tmp/ray/ray_current_cluster, where any other ray.init() on this machine
+    # would find it and join this cluster: the sweep gets --address instead
+    ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1",
+                                                            "include_dashboard": False})
+    try:
+        workers = add_workers(cluster, args.timeout)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([*COMMAND, str(spec), "--out", str(work / "cluster"), "--address", cluster.address],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        killed = kill_a_busy_worker(cluster, workers, work / "cluster", proc, args.timeout,
+                                    args.iterations // args.checkpoint_every)
+        _, err = proc.communicate(timeout=args.timeout)
+        print(f"cluster sweep: exit {proc.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+    finally:
+        cluster.shutdown()
+
+    rows = trial_rows(work / "cluster")
+    worker_ids = {w.node_id for w in workers}
+    used = {r["node_id"] for trial in rows.values() for r in trial if r.get("node_id") in worker_ids}
+    finished = sum(bool(trial and trial[-1].get("done")) for trial in rows.values())
+    for name, trial in rows.items():
+        nodes = list(dict.fromkeys(r["node_id"][:12] for r in trial))
+        restores = [r["training_iteration"] for r in trial if r["iterations_since_restore"] == 1
+                    and r["training_iteration"] > 1]
+        print(f"  {name}: nodes {' -> '.join(nodes)}" + (f", went on from its checkpoint at iteration "
+                                                         f"{', '.join(map(str, restores))}" if restores else ""))
+    went_on = any(r["iterations_since_restore"] == 1 and r["training_iteration"] > 1
+                  for trial in rows.values() for r in trial)
+    b = table(work / "cluster") if (work / "cluster" / "results.csv").is_file() else {}
+    equal = bool(reference) and same(reference, b) and len(reference) == len(rows) * args.iterations
+    if proc.returncode != 0:
+        print(err.strip()[-2000:], file=sys.stderr)
+    print(f"ray_cluster nodes={len(workers)} trials={len(rows)} nodes_used={len(used)} "
+          f"node_killed={int(killed is not None)} finished={finished} equal={int(equal)}")
+    if killed is not None and not went_on:
+        print("the killed node's trial did not go on from a checkpoint", file=sys.stderr)
+    ok = len(used) == 2 and killed is not None and went_on and finished == len(rows) == 4 and equal
+    return 0 if ok and proc.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
