@@ -117,7 +117,7 @@ def run_one(job: tuple[str, str, dict, int, str]) -> dict:
             "curve": curve, "rounds": rounds}
 
 
-def _config(env: str, algo: str, overrides: dict, seed: int, preset: str):  # noqa: ANN202
+def _config(env: str, algo: str, overrides: dict, seed: int, preset: str):
     import steinrl
     from steinrl.run.config import parse_set
 
@@ -145,7 +145,7 @@ def parser() -> Parser:
     return p
 
 
-def plan(args) -> tuple[list[str], list[int], list, list[tuple], list[tuple]]:  # noqa: ANN001
+def plan(args) -> tuple[list[str], list[int], list, list[tuple], list[tuple]]:
     """Check every argument and resolve every agent's config (no run starts); the specs, seeds,
     deltas, the run jobs and their (delta, spec) keys."""
     from steinrl.run.config import presets
@@ -244,7 +244,7 @@ def summarise(results: dict[tuple, list[dict]], env: str, protocol: str) -> tupl
     return rows, lines
 
 
-def write_table(path: Path, header: dict[str, str], specs, deltas, rows) -> None:  # noqa: ANN001
+def write_table(path: Path, header: dict[str, str], specs, deltas, rows) -> None:
     head = ["agent"] + ([f"delta={d}" for d in deltas] if deltas != [None] else
                         ["total reward", "normalised reward", "regret", "s / run"])
     lines = [f"Normalised cumulative reward (cumulative reward / the optimal arms' rewards; mean ± s.e. over seeds "
@@ -261,7 +261,7 @@ def write_table(path: Path, header: dict[str, str], specs, deltas, rows) -> None
     path.write_text("\n".join(lines) + "\n")
 
 
-def plot_curves(path: Path, header: dict[str, str], specs, deltas, results):  # noqa: ANN001, ANN201
+def plot_curves(path: Path, header: dict[str, str], specs, deltas, results):
     """Cumulative regret, mean ± s.e. over seeds, one panel per delta (off-scale agents in their own;
     at most three panels a row; no band for fewer than 3 seeds)."""
     from steinrl.run.plotting import Curve, Panel, draw_panels

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -105,7 +106,7 @@ def same(a: dict, b: dict) -> bool:
                                            ((a[k][c], b[k][c]) for c in a[k])) for k in a)
 
 
-def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen, timeout: float,  # noqa: ANN001
+def kill_a_busy_worker(cluster: Any, workers: list, out: Path, proc: subprocess.Popen, timeout: float,
                        checkpoints: int) -> str | None:
     """Once two trials (one on each worker node: a worker has one CPU) have written a checkpoint and
     are some of their ``checkpoints`` from done, remove the first worker node; its id. (Ray Tune
@@ -134,7 +135,7 @@ def kill_a_busy_worker(cluster, workers: list, out: Path, proc: subprocess.Popen
     return None
 
 
-def add_workers(cluster, timeout: float) -> list:  # noqa: ANN001
+def add_workers(cluster, timeout: float) -> list:
     """Two worker nodes of one CPU each on 127.0.0.1, once the scheduler sees both their CPUs."""
     import ray
 

@@ -131,7 +131,7 @@ def profile_parts(algo: str, preset: str, rows: int) -> None:
     agent, sampler = trainer.job.agent, trainer.job.sampler
     trainer.step(), trainer.step()
 
-    def table(part: str, fn):  # noqa: ANN001, ANN202
+    def table(part: str, fn):
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             t0 = clock()
             out = fn()

@@ -40,6 +40,7 @@ line and column) or an out-of-range count is one line ``error: ...``, exit 2.
 
 from __future__ import annotations
 
+import argparse
 import math
 import shlex
 import sys
@@ -206,7 +207,7 @@ def read_data(directory: str) -> tuple[np.ndarray, np.ndarray, int]:
     return load_uci(root)
 
 
-def parse_args(argv: list[str] | None):  # noqa: ANN201
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = Parser(prog="benchmarks/uci.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a directory in the format of benchmarks/data/uci/<set>/")
     parser.add_argument("--methods", default=",".join(REGRESSION_METHODS))
@@ -247,7 +248,7 @@ def parse_args(argv: list[str] | None):  # noqa: ANN201
     return args
 
 
-def run_all(args, options: dict, tasks: list[tuple[str, int]], name: str) -> dict[str, list]:  # noqa: ANN001
+def run_all(args, options: dict, tasks: list[tuple[str, int]], name: str) -> dict[str, list]:
     """Fit every (method, split) of ``tasks`` in ``args.jobs`` processes; per method the
     ``(rmse, test_ll, seconds)`` of each split."""
     results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in args.methods}

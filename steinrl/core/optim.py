@@ -91,7 +91,7 @@ class TFRMSprop(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: ANN001 - torch's signature
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None if closure is None else closure()
         for group in self.param_groups:
             for p in group["params"]:

@@ -15,11 +15,17 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from steinrl.errors import ConfigError
-from steinrl.run.cli_base import EXIT_DIVERGED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, _Parser, run_cli
+from steinrl.run.cli_base import EXIT_DIVERGED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, Parser, run_cli
 from steinrl.run.evaluate_cli import evaluate_main, evaluate_parser  # noqa: F401 (steinrl.run.cli's API)
 from steinrl.run.sweep import sweep_main
+
+if TYPE_CHECKING:
+    from steinrl.run.config import Config
+    from steinrl.run.loop import RunDirectory
+    from steinrl.run.trainer import Trainer
 
 
 # --- train ------------------------------------------------------------------------------
@@ -28,7 +34,7 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     from steinrl.envs import SHORT_NAMES
     from steinrl.run.algos import algo_names
 
-    p = _Parser(
+    p = Parser(
         prog=prog,
         description="Train M particles jointly by Stein variational gradient descent.",
         epilog="Algorithms: " + ", ".join(algo_names()) + ". Tasks: " + ", ".join(SHORT_NAMES) + " or any Gymnasium "
@@ -159,7 +165,7 @@ def _parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _claim_seed_runs(trainer) -> list:  # noqa: ANN001
+def _claim_seed_runs(trainer: Trainer) -> list[RunDirectory]:
     """One locked run directory per seed of ``trainer`` (``<run-name>-seed<S>`` under a given name)."""
     from contextlib import ExitStack
 
@@ -174,7 +180,7 @@ def _claim_seed_runs(trainer) -> list:  # noqa: ANN001
     return run_dirs
 
 
-def run_training(trainer, run_dirs, command: str = "") -> int:  # noqa: ANN001
+def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], command: str = "") -> int:
     """Train ``trainer`` to the end, each seed in its locked run directory (``run_dirs``: one
     :class:`~steinrl.run.loop.RunDirectory` per seed, or one for a single seed) with metrics,
     checkpoints, progress and signal handling; returns the exit code."""
@@ -221,7 +227,7 @@ def run_training(trainer, run_dirs, command: str = "") -> int:  # noqa: ANN001
     return 0
 
 
-def train(cfg) -> Path:  # noqa: ANN001
+def train(cfg: Config) -> Path:
     """Programmatic ``steinrl train``: a new run directory for ``cfg``, trained to the end; returns it.
 
     Raises :class:`ConfigError` if the run could not finish (interrupted or diverged).
@@ -235,7 +241,7 @@ def train(cfg) -> Path:  # noqa: ANN001
     return run_dir.path
 
 
-def _summary(trainer, run_dir: Path, cfg, status: str, first: int, seconds: float) -> None:  # noqa: ANN001
+def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: int, seconds: float) -> None:
     """The end of a run: its status, iterations and headline. Iterations are counted from 1, as in
     the progress bar and log lines (iteration k is metrics.jsonl's row k - 1)."""
     from steinrl.run.logger import read_metrics

@@ -11,10 +11,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from steinrl.errors import ConfigError
 
-__all__ = ["EXIT_USAGE", "EXIT_DIVERGED", "EXIT_SIGINT", "EXIT_SIGTERM", "run_cli", "Parser", "_Parser",
+__all__ = ["EXIT_USAGE", "EXIT_DIVERGED", "EXIT_SIGINT", "EXIT_SIGTERM", "run_cli", "Parser",
            "input_path", "output_file", "output_dir"]
 
 EXIT_USAGE = 2
@@ -45,14 +46,13 @@ class Parser(argparse.ArgumentParser):
     raises :class:`ConfigError`, which :func:`run_cli` prints. No prefix matching: ``--iteration``
     is an unknown flag, not ``--iterations`` (``allow_abbrev=False``)."""
 
-    def __init__(self, *args, allow_abbrev: bool = False, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ConfigError(f"{self.prog}: {message}")
 
 
-_Parser = Parser  # the name cli.py has always used
 
 
 # --- paths given on a command line: the right kind, or one line naming the problem ------
