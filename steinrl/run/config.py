@@ -56,7 +56,7 @@ TRAINER_OPTIONS: tuple[Option, ...] = (
 RUN_OPTIONS: tuple[Option, ...] = (
     Option("logdir", str, "runs", "Root directory; a run lives in <logdir>/<env>/<algo>/<run_name>."),
     Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
-    Option("checkpoint_every", int, 50, "A checkpoint every this many iterations (and at the end).", check=at_least_one),
+    Option("checkpoint_every", int, 50, "A checkpoint every this many iterations, and at the end.", check=at_least_one),
     Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
            "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
