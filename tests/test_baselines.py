@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import ROOT
 
+import steinrl
 from steinrl.run.checkpoint import load_checkpoint
 from steinrl.run.cli import run_cli, train_main
 from steinrl.run.config import load_config
@@ -228,3 +229,18 @@ def test_task_file_gives_every_particle_the_zoo_entry(task):
     lines = (ROOT / "configs" / f"{task}.yaml").read_text().splitlines()
     values = [line for line in lines if line.strip() and not line.lstrip().startswith("#") and not line.endswith(":")]
     assert values and all("  # " in line for line in values), [v for v in values if "  # " not in v]
+
+
+def test_sb3_ppo_stops_at_max_seconds_of_training_time():
+    """A wall-clock budget for side-by-side runs: the run is done once every seed's training time
+    (summed over resumes) passes max_seconds, whatever sb3.timesteps says."""
+    cfg = steinrl.load_config("sb3-ppo", "Pendulum-v1", {"max_seconds": 2.0, "sb3.timesteps": 10**7,
+                                                          "sb3.n_steps": 64, "sb3.batch_size": 64})
+    job = steinrl.Trainer(cfg).job
+    job.runs[0].seconds = 1.9
+    assert not job.done(1)
+    job.runs[0].seconds = 2.0
+    assert job.done(1)
+    assert not steinrl.Trainer(cfg.replace({"max_seconds": None})).job.done(1)
+    with pytest.raises(steinrl.ConfigError, match="max_seconds"):
+        steinrl.load_config("sb3-ppo", "Pendulum-v1", {"max_seconds": 0})

@@ -134,6 +134,10 @@ class SB3PPOJob:
     options: tuple[Option, ...] = (
         Option("particles", int, 1, "Unused: SB3's PPO trains one policy (kept so that shared task files apply).",
                check=lambda v: None if v >= 1 else "must be >= 1"),
+        Option("max_seconds", (float, None), None, "Stop after the rollout and update that take the run's training "
+               "time (summed over resumes) past this many seconds, before sb3.timesteps; null: no limit (a "
+               "side-by-side budget in wall-clock time, as steinrl's own max_seconds).",
+               check=lambda v: None if v > 0 else "must be > 0"),
     )
 
     # --- the algorithms and their config ----------------------------------------------
@@ -204,8 +208,10 @@ class SB3PPOJob:
         return math.ceil(self.cfg.sb3.timesteps / (self.cfg.sb3.n_steps * self.cfg.sb3.n_envs))
 
     def done(self, iteration: int) -> bool:
-        """``sb3.timesteps`` reached (in whole rollouts) after ``iteration`` iterations."""
-        return iteration >= self.num_steps
+        """``sb3.timesteps`` reached (in whole rollouts) after ``iteration`` iterations, or every
+        seed's training time past ``max_seconds``."""
+        seconds = self.cfg.max_seconds
+        return iteration >= self.num_steps or (seconds is not None and min(r.seconds for r in self.runs) >= seconds)
 
     def step(self, iteration: int, hooks: Any = None) -> list[dict[str, float]]:
         """One rollout and one PPO update of every seed (one after the other); each seed's scalars."""
