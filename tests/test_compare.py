@@ -14,6 +14,7 @@ from conftest import trained_run
 from steinrl.run.cli import run_cli, steinrl_main, train
 from steinrl.run.config import load_config
 from steinrl.sb3 import EnsembleSB3Policy
+from steinrl.sb3.compare import COLUMNS
 from steinrl.sb3.evaluation import (
     best_training_particle,
     episode_returns,
@@ -355,3 +356,69 @@ def test_two_sweeps_of_one_algorithm_with_different_settings_are_not_pooled(tmp_
     for trial in (tmp_path / "a").glob("ray/*/*"):  # a params.json steinrl sweep did not write: scored unnamed
         (trial / "params.json").write_text(json.dumps({"trial": ["not", "a", "dict"]}))
     assert [r["params"] for r in compare_runs([tmp_path / "a"], episodes=1)] == [""]
+
+
+OLD_COLUMNS = "env,algo,params,seed,policy,eval_mean,eval_std,episodes,total_env_steps,wall_s,iterations,finished,"\
+    "particle,selection_env_steps,run\n"  # a table of round 3: no particles, episode length or distance
+
+
+def test_compare_reads_earlier_tables_back_and_labels_their_sources(tmp_path, capsys):
+    """An archived comparison.csv joins the table as it is (nothing re-evaluated): its rows pool by
+    seed, an SB3 row is one policy, ``particles=4`` gives the older rows their M, another label keeps
+    two sources of one algorithm apart; the means are the hand-computed ones."""
+    old = tmp_path / "old.csv"
+    old.write_text(OLD_COLUMNS +
+                   "Hopper-v5,svgd-ppo,,0,ensemble-select,1000.0,5,10,2000000,651,90,True,1,12000,r0\n"
+                   "Hopper-v5,svgd-ppo,,1,ensemble-select,400.0,5,10,2000000,651,90,True,2,12000,r1\n"
+                   "Hopper-v5,sb3-ppo-zoo,,0,sb3,700.0,5,10,1000000,651,489,True,,,r2\n")
+    new = tmp_path / "new.csv"
+    rows = [{"env": "Hopper-v5", "algo": "svgd-ppo", "particles": 4, "params": "", "seed": s,
+             "policy": "ensemble-select",
+             "eval_mean": v, "eval_std": 1.0, "episodes": 10, "ep_len_mean": 1000.0, "forward_mean": d,
+             "total_env_steps": 3e6, "wall_s": 651.0, "finished": True, "run": f"n{s}"}
+            for s, v, d in ((0, 3000.0, 12.0), (1, 2000.0, 0.5))]
+    with open(new, "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    out = tmp_path / "joined.csv"
+    code = run_cli(steinrl_main, ["compare", f"{old}:particles=4,kernel=weights", f"{new}:kernel=functions",
+                                  "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    table = out.with_suffix(".md").read_text()
+    t = 12.706204736174698  # Student t(0.975) with 1 degree of freedom; half width t s / sqrt(2), s = |a - b| / sqrt(2)
+    weights = [line for line in table.splitlines() if "| kernel=weights | ensemble-select |" in line]
+    functions = [line for line in table.splitlines() if "| kernel=functions | ensemble-select |" in line]
+    sb3 = [line for line in table.splitlines() if "| sb3-ppo-zoo |" in line]
+    assert len(weights) == len(functions) == len(sb3) == 1
+    assert "| svgd-ppo | 4 |" in weights[0] and f"| 700.0 ± {t * 300.0:.1f} |" in weights[0]
+    assert "| – | – | – |" in weights[0]  # no episode length or distance in the old table
+    assert f"| 2500.0 ± {t * 500.0:.1f} |" in functions[0] and "| 1000 |" in functions[0]
+    assert "| 1/2 |" in functions[0]  # 12 m moved, 0.5 m did not
+    assert "| sb3-ppo-zoo | 1 | kernel=weights |" in sb3[0]  # a label names its source, SB3's rows too
+    assert "700.0 (sb3-ppo-zoo kernel=weights; no sb3-ppo run)" in sb3[0]
+    assert "Hopper-v5: no independent-ppo run with M = 4 beside svgd-ppo" in table
+    with open(out) as f:
+        assert len(list(csv.DictReader(f))) == 5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("env,algo,seed\nHopper-v5,svgd-ppo,0\n", "is not a steinrl compare table: it has no policy, eval_mean, "
+                                              "total_env_steps, wall_s column"),
+    (OLD_COLUMNS + "Hopper-v5,svgd-ppo,,0,sb3,lots,5,10,1,1,1,True,,,r\n", "line 2: eval_mean must be a number, "
+                                                                          "got 'lots'"),
+])
+def test_compare_refuses_a_table_it_cannot_read_in_one_line(tmp_path, capsys, text, message):
+    table = tmp_path / "t.csv"
+    table.write_text(text)
+    assert run_cli(steinrl_main, ["compare", str(table), "--out", str(tmp_path / "o" / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_compare_labels_must_be_key_value(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text(OLD_COLUMNS)
+    assert run_cli(steinrl_main, ["compare", f"{table}:particles", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "after PATH: give key=value[,key=value], got 'particles'" in capsys.readouterr().err

@@ -10,6 +10,14 @@ policy: seeds, the mean of the runs' evaluation returns with its 95 % confidence
 the better of SB3's two PPOs on that task, episode length, forward distance and how many
 runs moved, env steps and seconds).
 
+A PATH may also be an earlier ``comparison.csv`` (an archived study's): its rows are read back,
+not re-evaluated, so that a table joins runs whose checkpoints are gone. ``PATH:key=value[,...]``
+labels a source's rows (``particles=4`` gives older tables' rows their M; any other key goes into
+``params``, which tells two sources of one algorithm apart instead of pooling them)::
+
+    steinrl compare docs/study/mujoco_equal_time_anneal/comparison.csv:particles=4,kernel=weights \
+        runs/sweeps/kernel_mujoco_independent --out runs/ablation/comparison.csv
+
 The table is the kernel ablation: per task the Stein methods' rows come first, then
 ``independent-<estimator>`` (the same particles without a kernel), then ``sb3-ppo`` and
 ``sb3-ppo-zoo``; a note under it names each Stein row whose ``independent`` twin (same
@@ -84,25 +92,93 @@ def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[s
             rows[i]["params"] = " ".join(part for part in (rows[i]["params"], extra) if part)
 
 
-def compare_runs(paths: Sequence[str | Path], **options: Any) -> list[dict[str, Any]]:
+def compare_runs(paths: Sequence[str | Path], labels: Sequence[dict[str, str]] | None = None,
+                 **options: Any) -> list[dict[str, Any]]:
     """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`).
 
     ``params`` names a sweep trial's grid / search values and the spec ``config`` values that
-    differ between the compared trials of the same env and algo."""
-    records = find_runs(list(paths))
-    if not records:
+    differ between the compared trials of the same env and algo; ``labels[i]`` (optional), the
+    ``key=value`` labels of ``paths[i]``'s rows (:func:`label_rows`)."""
+    labels = list(labels) if labels is not None else [{} for _ in paths]
+    found = [(record, labels[i]) for i, path in enumerate(paths) for record in find_runs([path])]
+    if not found:
         raise ConfigError("no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under "
                           f"{', '.join(map(str, paths))}")
-    rows, overrides = [], []
-    for i, record in enumerate(records, 1):
-        print(f"[{i}/{len(records)}] {record.path}", file=sys.stderr, flush=True)
+    rows, overrides, row_labels = [], [], []
+    for i, (record, label) in enumerate(found, 1):
+        print(f"[{i}/{len(found)}] {record.path}", file=sys.stderr, flush=True)
         trial = _trial(record)
         params, config = _params(trial), trial.get("trial", {}).get("overrides") or {}
         config = config if isinstance(config, dict) else {}
         for row in evaluate_record(record, **options):
             rows.append({**row, "params": _label(params)})
             overrides.append({k: v for k, v in config.items() if k not in params})
+            row_labels.append(label)
     _name_differing_overrides(rows, overrides)
+    for row, label in zip(rows, row_labels):
+        label_rows([row], label)
+    return rows
+
+
+def split_source(arg: str | Path) -> tuple[Path, dict[str, str]]:
+    """``PATH[:key=value,...]`` as ``(PATH, values)`` (``combine_sweeps.py``'s convention): the
+    values label every row of that source (see :func:`label_rows`). A PATH that exists is taken
+    whole, colons and all."""
+    text = str(arg)
+    head, sep, tail = text.rpartition(":")
+    if Path(text).exists() or not sep or not Path(head).exists():
+        return Path(text), {}
+    values = {}
+    for item in tail.split(","):
+        key, eq, value = item.partition("=")
+        if not (eq and key.strip() and value.strip()):
+            raise ConfigError(f"{text}: after PATH: give key=value[,key=value], got {item!r}")
+        values[key.strip()] = value.strip()
+    return Path(head), values
+
+
+def label_rows(rows: list[dict[str, Any]], values: dict[str, str]) -> None:
+    """Add a source's ``key=value`` labels to its rows: ``particles=M`` fills the M of rows that
+    lack one (older tables have no such column); every other key is appended to ``params``, so
+    that rows of one algorithm from two sources are told apart, not pooled."""
+    for row in rows:
+        if "particles" in values and row.get("particles") in ("", None):
+            row["particles"] = int(values["particles"]) if values["particles"].isdigit() else values["particles"]
+        extra = _label({k: v for k, v in values.items() if k != "particles"})
+        row["params"] = " ".join(part for part in (row.get("params", ""), extra) if part)
+
+
+#: The columns a ``comparison.csv`` must have to be read back; the others may be missing (older tables).
+REQUIRED = ("env", "algo", "seed", "policy", "eval_mean", "total_env_steps", "wall_s")
+NUMERIC = ("eval_mean", "eval_std", "ep_len_mean", "forward_mean", "total_env_steps", "wall_s")
+
+
+def read_comparison(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an earlier ``comparison.csv``, as :func:`compare_runs` gives them, re-evaluating
+    nothing: numbers as floats (a column the file lacks reads nan, an empty cell too), ``finished``
+    as a bool, ``particles`` as an int (1 for SB3's PPOs where the file has no M; empty otherwise)."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            fields, raw = list(reader.fieldnames or []), list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    missing = [c for c in REQUIRED if c not in fields]
+    if missing:
+        raise ConfigError(f"{path} is not a steinrl compare table: it has no {', '.join(missing)} column "
+                          f"(a comparison.csv has {', '.join(REQUIRED)}, ...)")
+    rows = []
+    for line, cells in enumerate(raw, 2):
+        row: dict[str, Any] = {c: cells.get(c) or "" for c in COLUMNS}
+        for column in NUMERIC:
+            try:
+                row[column] = float(row[column]) if row[column] != "" else math.nan
+            except ValueError:
+                raise ConfigError(f"{path} line {line}: {column} must be a number, got {row[column]!r}") from None
+        row["finished"] = {"True": True, "False": False}.get(row["finished"], "")
+        m = row["particles"]
+        row["particles"] = int(m) if m.isdigit() else (1 if not m and row["algo"] in SB3_PPOS else m)
+        rows.append(row)
     return rows
 
 
@@ -217,7 +293,10 @@ def _write(rows: list[dict[str, Any]], out: Path, command: str, moved: float = M
 def compare_parser(prog: str = "steinrl compare") -> Parser:
     p = Parser(prog=prog, description="Evaluate trained runs side by side (steinrl's and SB3's) with SB3's "
                                       "evaluate_policy; writes comparison.csv and comparison.md.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="run directory, checkpoint, logdir or sweep output")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="run directory, checkpoint, logdir, sweep output or an earlier comparison.csv (read back, "
+                        "not re-evaluated); PATH:key=value[,...] labels its rows (particles=M sets a missing M, "
+                        "other keys go into params)")
     p.add_argument("--episodes", type=int, default=10, help="evaluation episodes per policy (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes (the same for every run)")
     p.add_argument("--ensemble", default="select", choices=ENSEMBLE_MODES,
@@ -246,18 +325,27 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
     if not (math.isfinite(args.moved) and args.moved >= 0):
         raise ConfigError(f"--moved must be a finite number >= 0, got {args.moved}")
     check_device(args.device)
-    for path in args.paths:
-        if not Path(path).exists():
+    sources = [split_source(path) for path in args.paths]
+    for path, _ in sources:
+        if not path.exists():
             raise ConfigError(f"no run, checkpoint or folder at {path} (give a run directory, a checkpoint.pt, a "
-                              "logdir or a sweep's output directory)")
-    if args.out is None and not (len(args.paths) == 1 and Path(args.paths[0]).is_dir()):
+                              "logdir, a sweep's output directory or an earlier comparison.csv)")
+    if args.out is None and not (len(sources) == 1 and sources[0][0].is_dir()):
         raise ConfigError("give --out FILE.csv (the default, PATH/comparison.csv, needs a single directory PATH)")
-    out = Path(args.out) if args.out else Path(args.paths[0]) / "comparison.csv"
+    out = Path(args.out) if args.out else sources[0][0] / "comparison.csv"
     if out.suffix != ".csv" or out.is_dir():
         raise ConfigError(f"--out {out}: give a file name ending in .csv")
-    rows = compare_runs(args.paths, episodes=args.episodes, seed=args.seed, ensemble=args.ensemble,
-                        heldout_episodes=args.heldout_episodes, heldout_seed=args.heldout_seed,
-                        deterministic=not args.stochastic, device=args.device)
+    runs = [(path, values) for path, values in sources if path.suffix != ".csv"]
+    rows = []
+    if runs:
+        rows = compare_runs([path for path, _ in runs], [values for _, values in runs], episodes=args.episodes,
+                            seed=args.seed, ensemble=args.ensemble, heldout_episodes=args.heldout_episodes,
+                            heldout_seed=args.heldout_seed, deterministic=not args.stochastic, device=args.device)
+    for path, values in sources:
+        if path.suffix == ".csv":
+            table = read_comparison(path)
+            label_rows(table, values)
+            rows += table
     command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
     md = _write(rows, out, command, args.moved)
     print(summary_table(rows, args.moved))
