@@ -26,6 +26,22 @@ def run_script(script: str, *args: str, cwd: Path | None = None, timeout: float 
                           cwd=cwd or ROOT, timeout=timeout, env=env)
 
 
+def signal_training(args: list[str], metrics: Path, sig: int, rows: int = 2) -> tuple[int, str]:
+    """Start ``python train.py args``, send ``sig`` once ``metrics`` (its metrics.jsonl) has ``rows``
+    lines (at most 120 s), and wait for it; ``(exit code, stderr)``."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= rows):
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
 #: Small batches for fast end-to-end runs (bare keys: each names one config section).
 TINY = {"particles": 3, "envs_per_particle": 2, "batch_size": 40, "horizon": 40, "iterations": 2,
         "run.progress": False, "run.tensorboard": False}

@@ -2,12 +2,9 @@
 
 import json
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import run_script, signal_training
 
 from steinrl.run.cli import run_cli, train_main
 
@@ -102,16 +99,10 @@ def test_evaluate_video_gif(tmp_path):
 
 def test_ctrl_c_saves_and_resume_finishes(tmp_path):
     run = tmp_path / "CartpoleSwingUp" / "s2vgd-a2c" / "r"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--iterations", "100000", *TINY, "--logdir", str(tmp_path),
-           "--run-name", "r"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     metrics = run / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    code, err = signal_training(["--iterations", "100000", *TINY, "--logdir", str(tmp_path),
+                                 "--run-name", "r"], metrics, signal.SIGINT)
+    assert code == 130, err
     assert "checkpoint saved" in err and "Traceback" not in err
     import torch
 

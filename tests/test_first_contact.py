@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, tiny_config, trained_run
+from conftest import ROOT, signal_training, tiny_config, trained_run
 
 import steinrl
 from steinrl.run.cli import run_cli, train_main, train_parser
@@ -137,22 +137,14 @@ def test_ctrl_c_messages_count_iterations_alike(tmp_path):
     """Ctrl-C: ``stopped after iteration N of T`` and ``interrupted: N iterations (now N of T)``
     name the same N (before: 30, then 31), the iterations in metrics.jsonl."""
     import signal
-    import subprocess
-    import sys
-    import time
 
     run = tmp_path / "Cartpole" / "s2vgd-a2c" / "r"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--env", "Cartpole", "--iterations", "100000", "--particles", "2",
-           "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30", "--no-progress",
-           "--logdir", str(tmp_path), "--run-name", "r"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     metrics = run / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    args = ["--env", "Cartpole", "--iterations", "100000", "--particles", "2", "--set", "envs_per_particle=2",
+            "--set", "batch_size=30", "--set", "horizon=30", "--no-progress", "--logdir", str(tmp_path),
+            "--run-name", "r"]
+    code, err = signal_training(args, metrics, signal.SIGINT)
+    assert code == 130, err
     stopped = re.search(r"stopped after iteration (\d+) of (\d+)", err)
     summary = re.search(r"interrupted: (\d+) iterations \(now (\d+) of (\d+)\)", err)
     assert stopped and summary, err

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import ROOT, run_script, tiny_config, trained_run
+from conftest import ROOT, run_script, signal_training, tiny_config, trained_run
 
 import steinrl
 from steinrl.run.checkpoint import CheckpointError, load_checkpoint
@@ -228,16 +228,10 @@ def test_stale_temporary_checkpoints_are_removed_on_resume(tmp_path, capsys):
 # --- 10. SIGTERM saves; resume keeps the original command -------------------------------
 def test_sigterm_saves_exits_143_and_resume_keeps_the_command(tmp_path):
     run = tmp_path / "CartpoleSwingUp" / "s2vgd-a2c" / "r"
-    cmd = [sys.executable, str(ROOT / "train.py"), "--iterations", "100000", *TINY_ARGS, "--logdir", str(tmp_path),
-           "--run-name", "r"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     metrics = run / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
+    code, err = signal_training(["--iterations", "100000", *TINY_ARGS, "--logdir", str(tmp_path), "--run-name", "r"],
+                                metrics, signal.SIGTERM)
+    assert code == 143, err
     assert "SIGTERM" in err and "Traceback" not in err
     done = load_checkpoint(run)["iteration"]
     assert len(read_metrics(run)) == done >= 2
