@@ -58,17 +58,13 @@ from steinrl.run.sweep_report import (  # noqa: E402
     write_results_csv,
     write_summary,
 )
+from steinrl.sb3.compare import split_source  # noqa: E402
 
 
 def parse_source(text: str) -> tuple[Path, dict]:
     """``DIR`` or ``DIR:key=value,key=value`` -> (results.csv path, extra grid values)."""
-    directory, _, extra = text.partition(":")
-    params = {}
-    for item in filter(None, extra.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"source {text!r}: expected DIR or DIR:key=value[,key=value]")
-        params[key] = yaml.safe_load(value)
+    directory, labels = split_source(text)  # steinrl compare's PATH:key=value convention
+    params = {key: yaml.safe_load(value) for key, value in labels.items()}
     for name in ("results.csv", "results.csv.gz"):
         path = Path(directory) / name
         if path.is_file():
