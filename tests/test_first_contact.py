@@ -90,12 +90,12 @@ def test_every_argparse_parser_in_the_repository_refuses_abbreviations():
 
 def test_help_lists_every_task():
     from steinrl.bandits.tasks import BANDIT_TASKS
-    from steinrl.envs import SHORT_NAMES
+    from steinrl.envs import MUJOCO_NAMES, SHORT_NAMES
 
     text = " ".join(train_parser().format_help().split())
-    for name in [*SHORT_NAMES, *BANDIT_TASKS.names()]:
+    for name in [*SHORT_NAMES, *MUJOCO_NAMES, *BANDIT_TASKS.names()]:
         assert re.search(rf"\b{name}\b", text), name
-    assert "CartpoleRllab" in text and "CartpoleSwingUpRllab" in text and "Mushroom" in text
+    assert "CartpoleSwingUpRllab" in text and "SparseHalfCheetah" in text and "Mushroom" in text
 
 
 # --- progress ---------------------------------------------------------------------------

@@ -31,15 +31,16 @@ if TYPE_CHECKING:
 # --- train ------------------------------------------------------------------------------
 def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     from steinrl.bandits.tasks import BANDIT_TASKS
-    from steinrl.envs import SHORT_NAMES
+    from steinrl.envs import MUJOCO_NAMES, SHORT_NAMES
     from steinrl.run.algos import algo_names
 
     p = Parser(
         prog=prog,
         description="Train M particles jointly by Stein variational gradient descent.",
-        epilog="Algorithms: " + ", ".join(algo_names()) + ". Tasks: " + ", ".join(SHORT_NAMES) + " or any Gymnasium "
-               "id (RL algorithms); " + ", ".join(BANDIT_TASKS.names()) + " (bandit algorithms, <method>-ts and the "
-               "baselines). Config keys: docs/config.md (--set section.key=value).",
+        epilog="Algorithms: " + ", ".join(algo_names()) + ". Tasks: " + ", ".join([*SHORT_NAMES, *MUJOCO_NAMES])
+               + " or any Gymnasium id (RL algorithms); " + ", ".join(BANDIT_TASKS.names())
+               + " (bandit algorithms, <method>-ts and the baselines). Config keys: docs/config.md"
+               " (--set section.key=value).",
     )
     p.add_argument("--algo", help="<method>-<estimator>, e.g. s2vgd-a2c")
     p.add_argument("--env", help="task name (default CartpoleSwingUp)")
