@@ -64,7 +64,7 @@ def _jvp(outputs: Tensor, params: Sequence[Tensor], grad: Tensor) -> Tensor:
 
 
 def function_space_direction(outputs: Tensor, params: Sequence[Tensor], grad: Tensor, *, kernel: Kernel,
-                             groups: int = 1, driving: str = "functions") -> tuple[Tensor, dict[str, Tensor]]:
+                             groups: int = 1, driving: str = "weights") -> tuple[Tensor, dict[str, Tensor]]:
     """φ ``(M, D)`` for particles represented by their outputs on shared inputs.
 
     :param outputs: ``(M, F)`` every particle's outputs on the shared inputs, differentiable

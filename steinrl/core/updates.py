@@ -97,15 +97,15 @@ class SteinUpdate(ParticleUpdate):
         Option("function_states", int, 64, "kernel_space functions: B, the shared inputs, drawn each update from "
                "the batch (RL: the states of every particle of a seed; bandits and regression: the minibatch).",
                check=lambda v: None if v >= 2 else "must be >= 2"),
-        Option("function_driving", str, "functions",
-               "kernel_space functions: the driving term, functions (pushed forward to the outputs, averaged there, "
-               "pulled back; it balances the pulled-back repulsion) or weights (each particle's gradient, "
-               "kernel-averaged in weight space; measured: docs/results/kernels.md).", choices=DRIVING_TERMS),
+        Option("function_driving", str, "weights",
+               "kernel_space functions: the driving term, weights (each particle's gradient, kernel-averaged in "
+               "weight space; measured the better on bandits and regression: docs/results/kernels.md) or functions "
+               "(pushed forward to the outputs, averaged there, pulled back).", choices=DRIVING_TERMS),
     )
 
     def __init__(self, kernel: Kernel | str | Mapping[str, Any] = "rbf", attractive_norm: str = "auto",
                  kernel_precision: str = "full", kernel_space: str = "weights", function_states: int = 64,
-                 function_driving: str = "functions") -> None:
+                 function_driving: str = "weights") -> None:
         if attractive_norm not in _NORM:
             raise ValueError(f"attractive_norm must be one of {list(_NORM)}, got {attractive_norm!r}")
         if kernel_precision not in PRECISIONS:
