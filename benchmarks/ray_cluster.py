@@ -108,15 +108,18 @@ def same(a: dict, b: dict) -> bool:
 
 def kill_a_busy_worker(cluster: Any, workers: list, out: Path, proc: subprocess.Popen, timeout: float,
                        checkpoints: int) -> str | None:
-    """Once two trials (one on each worker node: a worker has one CPU) have written a checkpoint and
-    are some of their ``checkpoints`` from done, remove the first worker node; its id. (Ray Tune
+    """Once two trials (one on each worker node: a worker has one CPU) have written two checkpoints
+    and are some of their ``checkpoints`` from done, remove the first worker node; its id. (Ray Tune
     copies result.json to the sweep's directory only now and then: the checkpoints, which each
-    trial writes there itself, tell how far the trials are.)"""
+    trial writes there itself, tell how far the trials are. A trial's checkpoint directory appears
+    before the driver has registered that checkpoint, and a trial killed in between starts again
+    from scratch: the second checkpoint's directory says the first is registered, on a loaded
+    machine too.)"""
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
         counts = [len(list(d.glob("checkpoint_*"))) for d in (out / "ray").glob("*/*") if d.is_dir()]
-        # two trials under way (so one on each worker), each past its first checkpoint and a few from its end
-        if sum(1 <= n <= checkpoints - 3 for n in counts) >= 2:
+        # two trials under way (so one on each worker), each past its second checkpoint and a few from its end
+        if sum(2 <= n <= checkpoints - 3 for n in counts) >= 2:
             node = workers[0]
             # the node's processes as a machine going down would take them: its raylet and, at once,
             # the worker processes it started (a trial's actor would otherwise run on for a moment)
@@ -163,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                         "stepped in this process (faster: the CI test's)")
     p.add_argument("--timeout", type=float, default=600, help="seconds a sweep may take (default 600)")
     args = p.parse_args(argv)
-    if args.iterations < 4 * args.checkpoint_every:
-        p.error("--iterations must be at least 4 x --checkpoint-every (a kill must land between a trial's first "
+    if args.iterations < 5 * args.checkpoint_every:
+        p.error("--iterations must be at least 5 x --checkpoint-every (a kill must land between a trial's second "
                 "checkpoint and its end)")
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
