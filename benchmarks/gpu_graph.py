@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from steinrl.errors import NonFiniteError  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
@@ -52,6 +53,12 @@ def trainer(device: str, graph: str, iterations: int, seeds: list[int] | None = 
 
 def scalars(row: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in row.items() if not k.startswith("time/")}
+
+
+def capture_state(t: Trainer) -> str:
+    """``ok``, ``no graph`` (eager by config) or why the trainer's capture failed."""
+    graph = t.job.graph
+    return "no graph" if graph is None else graph.failed or "ok"
 
 
 def max_rel(a: list[dict[str, float]], b: list[dict[str, float]]) -> float:
@@ -85,12 +92,12 @@ def main() -> None:
     on = "on" if name != "cpu" else "off"  # (on the CPU the script runs eagerly: a check of the script)
     graphed = trainer(device, on, args.iterations)
     g_rows = [scalars(graphed.step()) for _ in range(n)]
-    failed = graphed.job.graph.failed if graphed.job.graph is not None else "no graph"
+    states = [capture_state(graphed)]
     eager = trainer(device, "off", args.iterations)
     e_rows = [scalars(eager.step()) for _ in range(n)]
     equal = max_rel(g_rows, e_rows)
     print(f"1. graphed vs eager, {n} iterations: largest relative difference {equal:.2e} "
-          f"(capture: {failed or 'ok'})", flush=True)
+          f"(capture: {states[0]})", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         half = n // 2
@@ -114,29 +121,36 @@ def main() -> None:
         rows.append(one.step()[METRIC])
     sync(device)
     its_s = time.perf_counter() - start
+    states.append(capture_state(one))
     print(f"3. one seed, {len(rows)} graphed iterations: {its_s:.1f} s; final {rows[-1]:.1f}, best "
-          f"{max(rows):.1f}", flush=True)
+          f"{max(rows):.1f} (capture: {states[-1]})", flush=True)
 
     batch = trainer(device, on, args.iterations, list(range(args.seeds)))
     sync(device)
     start, steps = time.perf_counter(), 0
     best = [-math.inf] * args.seeds
-    while not batch.done:
-        for s, row in enumerate(batch.step_seeds()):
-            best[s] = max(best[s], row[METRIC])
-            steps += round(row["time/steps_per_particle"] * batch.config.particles)
+    stopped = ""
+    try:
+        while not batch.done:
+            for s, row in enumerate(batch.step_seeds()):
+                best[s] = max(best[s], row[METRIC])
+                steps += round(row["time/steps_per_particle"] * batch.config.particles)
+    except NonFiniteError as exc:  # the batch stops as a run does; its figures so far are reported
+        stopped = f" (stopped: {exc})"
     sync(device)
     seeds_s = time.perf_counter() - start
+    states.append(capture_state(batch))
     mean = statistics.fmean(best)
     half_width = T975.get(args.seeds - 1, 1.96) * statistics.stdev(best) / math.sqrt(args.seeds) if args.seeds > 1 \
         else math.nan
     print(f"4. {args.seeds} seeds, {batch.iteration} graphed iterations: {seeds_s:.1f} s, {steps / seeds_s:,.0f} "
           f"env steps/s; best per seed {', '.join(f'{b:.1f}' for b in best)}; peak {mean:.1f} ± {half_width:.1f} "
-          f"(the CPU's 10 seeds: 394.6 ± 84.0)", flush=True)
+          f"(the CPU's 10 seeds: 394.6 ± 84.0; capture: {states[-1]}){stopped}", flush=True)
     print(f"gpu_graph device={name.replace(' ', '_')} equal_max_rel={equal:.2e} resume_max_diff={resume:.2e} "
           f"its1000_s={its_s:.1f} seeds{args.seeds}_its1000_s={seeds_s:.1f} seeds{args.seeds}_steps_per_s="
           f"{steps / seeds_s:.0f} seeds{args.seeds}_peak={mean:.1f}±{half_width:.1f} "
-          f"capture={'ok' if not failed else 'none' if failed == 'no graph' else 'failed'}")
+          f"capture={'ok' if set(states) == {'ok'} else 'none' if set(states) == {'no graph'} else 'failed'}"
+          f"{f' seeds_stopped_at={batch.iteration + 1}' if stopped else ''}")
 
 
 if __name__ == "__main__":

@@ -146,3 +146,25 @@ def test_cuda_graph_on_where_it_cannot_run_is_one_error_before_anything_is_built
         assert len(str(err.value).splitlines()) == 1
     auto = steinrl.Trainer(steinrl.load_config("svgd-a2c", "CartpoleSwingUp", BASE))
     assert auto.job.graph is None  # auto on the CPU: eager
+
+
+def test_a_graphed_critic_fits_on_the_iterating_thread(monkeypatch):
+    """A capture records the capturing thread's stream only: a critic fitted beside the update on
+    the overlap thread (``critic.overlap``) would run once at the capture and never in a replay.
+    A graphed job fits it inline, with the overlapped run's numbers."""
+    import steinrl.rl.critics as critics
+    import steinrl.rl.graph as graph
+
+    extra = {"critic.overlap": True}
+    eager = rows(trainer("svgd-a2c", extra, None, False), WARMUP + 3)
+    static_trainer = trainer("svgd-a2c", extra, None, True)
+    monkeypatch.setattr(graph, "capturable", lambda opt: None)  # Adam's capturable step needs CUDA
+    static_trainer.job.agent.make_capturable()  # what a graphed job does when it is built
+
+    def no_thread():
+        raise AssertionError("a graphed iteration submitted the critic's fit to the overlap thread")
+
+    monkeypatch.setattr(critics, "_overlap_pool", no_thread)
+    static = rows(static_trainer, WARMUP + 3)
+    assert static == pytest.approx(eager, rel=1e-6, abs=1e-9, nan_ok=True)
+    assert any(k.endswith("train/value_loss") for k in static)

@@ -313,12 +313,16 @@ class SVPGAgent:
 
     def make_capturable(self) -> None:
         """Every optimizer safe to capture in a CUDA graph (:func:`steinrl.rl.graph.capturable`):
-        step counts on the device, step sizes device tensors written in place."""
+        step counts on the device, step sizes device tensors written in place. A critic's fit
+        then runs on the iterating thread (``critic.overlap`` off: the same numbers), since a
+        capture records that thread's stream only."""
         from steinrl.rl.graph import capturable
 
         for opt in (self.optimizer.optimizer, self.optimizer.own_optimizer, getattr(self.critic, "optimizer", None)):
             if opt is not None:
                 capturable(opt)
+        if getattr(self.critic, "overlap", False):
+            self.critic.overlap = False
 
     # --- state --------------------------------------------------------------------
     def state_dict(self, group: int = 0) -> dict:

@@ -25,6 +25,9 @@ __all__ = ["IterationGraph", "capturable", "graph_mode", "graph_blockers", "pers
 
 #: eager iterations on a side stream before the capture (CUDA's libraries allocate their workspaces)
 WARMUP = 2
+#: torch.cuda.graph's ``capture_error_mode``: ``global`` (any thread's unsafe CUDA call ends the
+#: capture), ``thread_local`` (this thread's only) or ``relaxed``
+CAPTURE_ERROR_MODE = "global"
 
 
 def capturable(optimizer: torch.optim.Optimizer) -> None:
@@ -68,7 +71,7 @@ class IterationGraph:
         self.draws.fill(iteration)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode=CAPTURE_ERROR_MODE):
                 output = self.iterate(iteration)
         except Exception as exc:  # any failure: warn once, and go on eagerly
             self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
