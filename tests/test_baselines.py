@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import ROOT
 
 import steinrl
@@ -205,6 +206,10 @@ def test_shipped_zoo_file_names_its_source():
         assert load_config("sb3-ppo-zoo", task).sb3.normalize  # every one of these entries normalises
 
 
+#: the equal wall-clock study's spec whose setting each task file ships (the rest: the zoo's values alone)
+STUDY_SPECS = {task: f"mujoco_stein_equal_time_anneal_{name}.yaml" for task, name in (
+    ("HalfCheetah-v5", "halfcheetah"), ("Walker2d-v5", "walker2d"), ("Swimmer-v5", "swimmer"),
+    ("InvertedDoublePendulum-v5", "idp"), ("Ant-v5", "ant"))}
 TASKS = ("HalfCheetah-v5", "Walker2d-v5", "Swimmer-v5", "InvertedDoublePendulum-v5", "Ant-v5",
          "MountainCarContinuous-v0")  # Hopper-v5's file holds SB3's defaults (measured better there)
 
@@ -249,14 +254,25 @@ def test_task_file_gives_every_particle_the_zoo_entry(task):
     ours, zoo = load_config("svgd-ppo", task), load_config("sb3-ppo-zoo", task).sb3
     rollout = zoo.n_steps * zoo.n_envs
     assert (ours.rollout.batch_size, ours.rollout.envs_per_particle) == (rollout, zoo.n_envs)
-    assert ours.iterations == -(-zoo.timesteps // rollout) and ours.rollout.sampling == "continuing"
+    assert ours.rollout.sampling == "continuing"
+    study = STUDY_SPECS.get(task)
+    if study is None:  # not measured with particles: the zoo's budget per particle, the zoo's init
+        assert ours.iterations == -(-zoo.timesteps // rollout)
+        assert (ours.policy.init == "orthogonal") == zoo.ortho_init
+    else:  # the equal wall-clock study's setting: its M, temperature, init, anneal and env steps in all
+        spec = yaml.safe_load((ROOT / "configs" / "sweeps" / study).read_text())
+        cfg, total = spec["config"], spec["config"]["total_steps"]
+        assert (ours.particles, ours.temperature, ours.policy.init, ours.critic.init, ours.estimator.anneal_lr) == \
+            (cfg["particles"], cfg["temperature"], cfg["policy.init"], cfg["critic.init"], cfg["estimator.anneal_lr"])
+        per_iteration = ours.particles * rollout
+        assert (ours.iterations - 1) * per_iteration < total <= ours.iterations * per_iteration
     est = ours.estimator
     assert (est.discount, est.gae_lambda, est.clip_range, est.epochs, est.ent_coef, est.max_grad_norm) == \
         (zoo.gamma, zoo.gae_lambda, zoo.clip_range, zoo.n_epochs, zoo.ent_coef, zoo.max_grad_norm)
     assert est.minibatches == max(1, rollout // zoo.batch_size)
     assert ours.update.lr == ours.critic.lr == zoo.learning_rate and ours.critic.vf_coef == zoo.vf_coef
     assert ours.policy.hidden == ours.critic.hidden == zoo.net_arch and ours.policy.activation == zoo.activation
-    assert ours.policy.log_std_init == zoo.log_std_init and (ours.policy.init == "orthogonal") == zoo.ortho_init
+    assert ours.policy.log_std_init == zoo.log_std_init
     assert ours.policy.normalize_obs == est.scale_rewards == zoo.normalize
     assert ours.rollout.horizon == gym.spec(task).max_episode_steps
     assert _value_lines_name_their_source(task)
