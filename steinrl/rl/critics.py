@@ -179,7 +179,8 @@ class ValueEnsemble(Critic):
                "uses 1e-5).", check=positive),
         Option("overlap", bool, False,
                "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
-               "numbers: each touches only its own parameters); pays where two cores are free to the run."),
+               "numbers: each touches only its own parameters); pays where two cores are free to the run. Set aside "
+               "when an iteration is one CUDA graph (a capture records its own thread only)."),
     )
 
     def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
