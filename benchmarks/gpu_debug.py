@@ -3,8 +3,10 @@
 where graphed and eager numbers part, and why a capture fails.
 
     python benchmarks/gpu_debug.py --device cuda [--deterministic] [--mode global|thread_local|relaxed]
+        [--algo svgd-a2c] [--set key=value ...] [--quick]
 
-On the fast swing-up (``svgd-a2c``, CartpoleSwingUp, ``--preset fast``):
+On the fast swing-up (``--algo``, default ``svgd-a2c``; CartpoleSwingUp, ``--preset fast``, ``--set``
+overrides; ``--quick``: parts 1-2 only):
 
 1. two eager trainers, same seed, ``--check-iterations`` iterations: per iteration the largest
    relative difference of any logged value and the first key that differs (a GPU's atomics and
@@ -29,6 +31,7 @@ import traceback
 from pathlib import Path
 
 import torch
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,11 +39,12 @@ from steinrl.rl import graph as graph_module  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
-ALGO, ENV, PRESET = "svgd-a2c", "CartpoleSwingUp", "fast"
+ENV, PRESET = "CartpoleSwingUp", "fast"
+ALGO, OVERRIDES = "svgd-a2c", {}
 
 
 def trainer(device: str, graph: str, seeds: list[int] | None = None) -> Trainer:
-    cfg = load_config(ALGO, ENV, {"device": device, "iterations": 1000, "run.cuda_graph": graph,
+    cfg = load_config(ALGO, ENV, {**OVERRIDES, "device": device, "iterations": 1000, "run.cuda_graph": graph,
                                   "run.progress": False}, preset=PRESET)
     return Trainer(cfg, seeds)
 
@@ -71,13 +75,20 @@ def main() -> None:
     p.add_argument("--check-iterations", type=int, default=6)
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--mode", default="global", choices=["global", "thread_local", "relaxed"])
+    p.add_argument("--algo", default="svgd-a2c")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override (YAML value)")
+    p.add_argument("--quick", action="store_true", help="parts 1-2 only")
     args = p.parse_args()
+    global ALGO, OVERRIDES
+    ALGO = args.algo
+    OVERRIDES = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
     if args.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     graph_module.CAPTURE_ERROR_MODE = args.mode
     device, n = args.device, args.check_iterations
     on = "on" if torch.device(device).type == "cuda" else "off"
-    print(f"torch {torch.__version__} on {device}; deterministic={args.deterministic} mode={args.mode}", flush=True)
+    print(f"torch {torch.__version__} on {device}; {ALGO} {OVERRIDES or ''} deterministic={args.deterministic} "
+          f"mode={args.mode}", flush=True)
 
     compare("1. eager vs eager", rows(trainer(device, "off"), n), rows(trainer(device, "off"), n))
     g = trainer(device, on)
@@ -85,6 +96,8 @@ def main() -> None:
     compare(f"2. graphed vs eager (capture: {getattr(g.job.graph, 'failed', None) or 'ok'})", g_rows,
             rows(trainer(device, "off"), n))
     del g
+    if args.quick:
+        return
 
     for seeds in (1, 10, 1, 10):
         t = trainer(device, on, list(range(seeds)))
