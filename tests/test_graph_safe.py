@@ -168,3 +168,21 @@ def test_a_graphed_critic_fits_on_the_iterating_thread(monkeypatch):
     static = rows(static_trainer, WARMUP + 3)
     assert static == pytest.approx(eager, rel=1e-6, abs=1e-9, nan_ok=True)
     assert any(k.endswith("train/value_loss") for k in static)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (CI has none: a GPU session runs it)")
+@pytest.mark.parametrize("algo, extra, seeds", [*CASES, ("svgd-a2c", {"critic.overlap": True}, [0, 1])],
+                         ids=lambda c: str(c))
+def test_a_captured_cuda_graph_gives_the_eager_numbers(algo, extra, seeds):
+    """The real capture and replay (``run.cuda_graph on``) against eager iterations on the same GPU,
+    from the warm-ups through the capture to replays; the overlap case is the one a GPU found."""
+    base = {k: v for k, v in BASE.items() if not (k.startswith("critic.") and algo.endswith("reinforce"))}
+
+    def cuda(graph):
+        cfg = steinrl.load_config(algo, "CartpoleSwingUp", {**base, **extra, "device": "cuda", "run.cuda_graph": graph})
+        return steinrl.Trainer(cfg, seeds)
+
+    graphed = cuda("on")
+    replayed = rows(graphed, WARMUP + 3)
+    assert graphed.job.graph.failed is None and graphed.job.graph.graph is not None
+    assert replayed == pytest.approx(rows(cuda("off"), WARMUP + 3), rel=1e-6, abs=1e-9, nan_ok=True)
