@@ -35,22 +35,14 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gpu_graph import capture_state, scalars, trainer  # noqa: E402  (this folder's graphed-iteration check)
+
 from steinrl.rl import graph as graph_module  # noqa: E402
-from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
-
-ENV, PRESET = "CartpoleSwingUp", "fast"
-ALGO, OVERRIDES = "svgd-a2c", {}
-
-
-def trainer(device: str, graph: str, seeds: list[int] | None = None) -> Trainer:
-    cfg = load_config(ALGO, ENV, {**OVERRIDES, "device": device, "iterations": 1000, "run.cuda_graph": graph,
-                                  "run.progress": False}, preset=PRESET)
-    return Trainer(cfg, seeds)
 
 
 def rows(t: Trainer, n: int) -> list[dict[str, float]]:
-    return [{k: v for k, v in t.step().items() if not k.startswith("time/")} for _ in range(n)]
+    return [scalars(t.step()) for _ in range(n)]
 
 
 def compare(name: str, a: list[dict[str, float]], b: list[dict[str, float]]) -> None:
@@ -79,37 +71,39 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override (YAML value)")
     p.add_argument("--quick", action="store_true", help="parts 1-2 only")
     args = p.parse_args()
-    global ALGO, OVERRIDES
-    ALGO = args.algo
-    OVERRIDES = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
+    algo = args.algo
+    overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
+
+    def make(device: str, graph: str, seeds: list[int] | None = None) -> Trainer:
+        return trainer(device, graph, 1000, seeds, algo=algo, overrides=overrides)
+
     if args.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     graph_module.CAPTURE_ERROR_MODE = args.mode
     device, n = args.device, args.check_iterations
     on = "on" if torch.device(device).type == "cuda" else "off"
-    print(f"torch {torch.__version__} on {device}; {ALGO} {OVERRIDES or ''} deterministic={args.deterministic} "
+    print(f"torch {torch.__version__} on {device}; {algo} {overrides or ''} deterministic={args.deterministic} "
           f"mode={args.mode}", flush=True)
 
-    compare("1. eager vs eager", rows(trainer(device, "off"), n), rows(trainer(device, "off"), n))
-    g = trainer(device, on)
+    compare("1. eager vs eager", rows(make(device, "off"), n), rows(make(device, "off"), n))
+    g = make(device, on)
     g_rows = rows(g, n)
-    compare(f"2. graphed vs eager (capture: {getattr(g.job.graph, 'failed', None) or 'ok'})", g_rows,
-            rows(trainer(device, "off"), n))
+    compare(f"2. graphed vs eager (capture: {capture_state(g)})", g_rows,
+            rows(make(device, "off"), n))
     del g
     if args.quick:
         return
 
     for seeds in (1, 10, 1, 10):
-        t = trainer(device, on, list(range(seeds)))
+        t = make(device, on, list(range(seeds)))
         start = time.perf_counter()
         for _ in range(4):
             t.step_seeds()
-        graph = t.job.graph
-        state = "no graph" if graph is None else graph.failed or ("captured" if graph.graph is not None else "not yet")
-        print(f"3. {seeds} seed(s): 4 iterations {time.perf_counter() - start:.2f} s; capture {state}", flush=True)
-        del t, graph
+        print(f"3. {seeds} seed(s): 4 iterations {time.perf_counter() - start:.2f} s; capture {capture_state(t)}",
+              flush=True)
+        del t
 
-    t = trainer(device, "off", list(range(10)))
+    t = make(device, "off", list(range(10)))
     t.step_seeds()
     if torch.device(device).type == "cuda":
         torch.cuda.set_sync_debug_mode("error")

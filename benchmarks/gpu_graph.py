@@ -45,9 +45,11 @@ ALGO, ENV, PRESET, METRIC = "svgd-a2c", "CartpoleSwingUp", "fast", "rollout/ep_r
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 19: 2.093}
 
 
-def trainer(device: str, graph: str, iterations: int, seeds: list[int] | None = None) -> Trainer:
-    cfg = load_config(ALGO, ENV, {"device": device, "iterations": iterations, "run.cuda_graph": graph,
-                                  "run.progress": False}, preset=PRESET)
+def trainer(device: str, graph: str, iterations: int, seeds: list[int] | None = None, algo: str = ALGO,
+            overrides: dict | None = None) -> Trainer:
+    """The fast swing-up's trainer (``algo``, ``overrides`` on top) with ``run.cuda_graph`` ``graph``."""
+    cfg = load_config(algo, ENV, {**(overrides or {}), "device": device, "iterations": iterations,
+                                  "run.cuda_graph": graph, "run.progress": False}, preset=PRESET)
     return Trainer(cfg, seeds)
 
 
