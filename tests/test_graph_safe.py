@@ -30,8 +30,11 @@ CASES = [
 ]
 
 
-def trainer(algo, extra, seeds, static):
+def trainer(algo, extra, seeds, static, cuda_graph=None):
+    """``static``: the CPU's static iteration; ``cuda_graph`` (``on`` / ``off``): a CUDA trainer instead."""
     base = {k: v for k, v in BASE.items() if not (k.startswith("critic.") and algo.endswith("reinforce"))}
+    if cuda_graph is not None:
+        base = {**base, "device": "cuda", "run.cuda_graph": cuda_graph}
     t = steinrl.Trainer(steinrl.load_config(algo, "CartpoleSwingUp", {**base, **extra}), seeds)
     if static:
         t.job.graph = IterationGraph(t.job._iterate, t.job.agent.draws, torch.device("cpu"), capture=False)
@@ -176,13 +179,8 @@ def test_a_graphed_critic_fits_on_the_iterating_thread(monkeypatch):
 def test_a_captured_cuda_graph_gives_the_eager_numbers(algo, extra, seeds):
     """The real capture and replay (``run.cuda_graph on``) against eager iterations on the same GPU,
     from the warm-ups through the capture to replays; the overlap case is the one a GPU found."""
-    base = {k: v for k, v in BASE.items() if not (k.startswith("critic.") and algo.endswith("reinforce"))}
-
-    def cuda(graph):
-        cfg = steinrl.load_config(algo, "CartpoleSwingUp", {**base, **extra, "device": "cuda", "run.cuda_graph": graph})
-        return steinrl.Trainer(cfg, seeds)
-
-    graphed = cuda("on")
+    graphed = trainer(algo, extra, seeds, False, cuda_graph="on")
     replayed = rows(graphed, WARMUP + 3)
     assert graphed.job.graph.failed is None and graphed.job.graph.graph is not None
-    assert replayed == pytest.approx(rows(cuda("off"), WARMUP + 3), rel=1e-6, abs=1e-9, nan_ok=True)
+    eager = rows(trainer(algo, extra, seeds, False, cuda_graph="off"), WARMUP + 3)
+    assert replayed == pytest.approx(eager, rel=1e-6, abs=1e-9, nan_ok=True)
