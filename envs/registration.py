@@ -58,9 +58,11 @@ MUJOCO_NAMES: dict[str, str] = {
     "SparseHalfCheetah": f"{NAMESPACE}/SparseHalfCheetah-v0",
 }
 
-#: Entry point and time limit of each :data:`MUJOCO_NAMES` task (HalfCheetah-v5's 1000 steps).
-_MUJOCO_ENTRY_POINTS: dict[str, tuple[str, int]] = {
-    "SparseHalfCheetah": ("steinrl.envs.sparse_mujoco:SparseHalfCheetahEnv", 1000),
+#: Entry point, time limit and ``reward_threshold`` of each :data:`MUJOCO_NAMES` task
+#: (SparseHalfCheetah: HalfCheetah-v5's 1000 steps; its goal is reached when an episode spends on
+#: average at least one step past 5 m).
+_MUJOCO_ENTRY_POINTS: dict[str, tuple[str, int, float]] = {
+    "SparseHalfCheetah": ("steinrl.envs.sparse_mujoco:SparseHalfCheetahEnv", 1000, 1.0),
 }
 
 
@@ -83,8 +85,8 @@ def register_envs() -> None:
         )
     for short, env_id in MUJOCO_NAMES.items():
         if env_id not in gym.registry:
-            entry_point, limit = _MUJOCO_ENTRY_POINTS[short]
-            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=limit)
+            entry_point, limit, threshold = _MUJOCO_ENTRY_POINTS[short]
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=limit, reward_threshold=threshold)
 
 
 def is_steinrl_env(name: str) -> bool:

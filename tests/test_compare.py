@@ -152,6 +152,25 @@ def test_the_ablation_table_orders_a_task_and_names_the_better_sb3_ppo():
     assert summary_table(hopper[:1]).splitlines()[2].split("|")[8].strip() == "772.9 (sb3-ppo-zoo; no sb3-ppo run)"
 
 
+def test_the_table_counts_the_runs_that_reach_the_tasks_reward_threshold():
+    """The "reward threshold" column: the runs whose evaluation return is at least the task's
+    Gymnasium reward_threshold (MountainCarContinuous-v0's 90: the goal reached at little action
+    cost; SparseHalfCheetah's 1: on average one step past 5 m), "–" where a task has none."""
+    from steinrl.sb3.compare import reward_threshold, summary_table
+
+    assert reward_threshold("MountainCarContinuous-v0") == 90.0
+    assert reward_threshold("SparseHalfCheetah") == reward_threshold("steinrl/SparseHalfCheetah-v0") == 1.0
+    assert reward_threshold("Walker2d-v5") is None and reward_threshold("NoSuchTask-v9") is None
+    rows = [_row("MountainCarContinuous-v0", "svgd-ppo", 4, "ensemble-select", mean, length=200.0)
+            for mean in (95.0, 50.0, 90.0)]
+    rows += [_row("SparseHalfCheetah", "independent-ppo", 4, "ensemble-select", mean) for mean in (0.0, 0.9, 12.0)]
+    rows += [_row("NoSuchTask-v9", "sb3-ppo", 1, "sb3", 5.0)]
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in summary_table(rows).splitlines()[2:]
+            if line.startswith("| ")]
+    assert [c[11] for c in body] == ["2/3 ≥ 90", "1/3 ≥ 1", "–"]
+    assert summary_table(rows).splitlines()[0].split("|")[12].strip() == "reward threshold"
+
+
 def test_each_particle_and_the_mean_action_return_what_they_are_built_to():
     policy = hand_made_ensemble()
     for i, b in enumerate(BIAS):

@@ -8,7 +8,7 @@ policy: return mean and std, episode length, forward distance, total env steps, 
 seconds, ...) and ``comparison.md`` (per task, algorithm, particle count M, grid point and
 policy: seeds, the mean of the runs' evaluation returns with its 95 % confidence interval,
 the better of SB3's two PPOs on that task, episode length, forward distance and how many
-runs moved, env steps and seconds).
+runs moved, how many reached the task's Gymnasium ``reward_threshold``, env steps and seconds).
 
 A PATH may also be an earlier ``comparison.csv`` (an archived study's): its rows are read back,
 not re-evaluated, so that a table joins runs whose checkpoints are gone. ``PATH:key=value[,...]``
@@ -42,7 +42,7 @@ from steinrl.run.cli_base import Parser
 from steinrl.run.sweep_report import mean_ci
 from steinrl.sb3.evaluation import ENSEMBLE_MODES, RunRecord, evaluate_record, find_runs
 
-__all__ = ["compare_main", "compare_runs", "summary_table"]
+__all__ = ["compare_main", "compare_runs", "reward_threshold", "summary_table"]
 
 COLUMNS = ["env", "algo", "particles", "params", "seed", "policy", "eval_mean", "eval_std", "episodes",
            "ep_len_mean", "forward_mean", "total_env_steps", "wall_s", "iterations", "finished", "particle",
@@ -237,14 +237,39 @@ def missing_ablation(groups: dict[tuple, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def reward_threshold(env: str) -> float | None:
+    """The return at which Gymnasium counts ``env`` as solved (its registered spec's
+    ``reward_threshold``: e.g. 90 on MountainCarContinuous-v0, 1 on SparseHalfCheetah: the goal
+    reached); ``None`` where the task has none or is not registered here."""
+    import gymnasium as gym
+
+    from steinrl.envs import UnknownEnvError, resolve_env_id
+
+    try:
+        return gym.spec(resolve_env_id(env)).reward_threshold
+    except (UnknownEnvError, gym.error.Error):
+        return None
+
+
+def _reached(returns: list[float], env: str) -> str:
+    """``k/n ≥ T``: the runs whose evaluation return reaches the task's :func:`reward_threshold`
+    ``T``; ``–`` without one."""
+    threshold = reward_threshold(env)
+    if threshold is None:
+        return "–"
+    return f"{sum(r >= threshold for r in returns)}/{len(returns)} ≥ {threshold:g}"
+
+
 def summary_table(rows: list[dict[str, Any]], moved: float = MOVED_METRES) -> str:
     """Markdown: per env, algo, particle count M, grid point and policy, the seeds (and how many
     of them are sweep trials that have not reached their stopping rule yet), the mean evaluation
     return (95 % CI), the better SB3 PPO of the task (:func:`better_sb3`), the mean episode length,
     the mean forward distance (95 % CI) and the seeds whose run moved at least ``moved`` metres
-    (``–`` for a task without an x position), total env steps and wall-clock seconds (means over
-    the seeds). A task's rows: Stein methods, ``independent``, ``sb3-ppo``, ``sb3-ppo-zoo``; a
-    note under the table names each missing ``independent`` twin (:func:`missing_ablation`)."""
+    (``–`` for a task without an x position), the seeds whose return reaches the task's
+    Gymnasium ``reward_threshold`` (:func:`reward_threshold`; the goal of the exploration tasks),
+    total env steps and wall-clock seconds (means over the seeds). A task's rows: Stein methods,
+    ``independent``, ``sb3-ppo``, ``sb3-ppo-zoo``; a note under the table names each missing
+    ``independent`` twin (:func:`missing_ablation`)."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         key = (row["env"], row["algo"], row.get("particles", ""), row["params"], row["policy"])
@@ -252,8 +277,8 @@ def summary_table(rows: list[dict[str, Any]], moved: float = MOVED_METRES) -> st
     envs = list(dict.fromkeys(key[0] for key in groups))
     order = sorted(groups, key=lambda k: (envs.index(k[0]), _kind(k[1])[0]))  # stable: first seen within a kind
     lines = [f"| env | algo | M | params | policy | seeds | eval return (95 % CI) | better SB3 PPO | episode length "
-             f"| forward m (95 % CI) | moved ≥ {moved:g} m | env steps | wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"| forward m (95 % CI) | moved ≥ {moved:g} m | reward threshold | env steps | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in order:
         env, algo, m, params, policy = key
         group = groups[key]
@@ -268,7 +293,8 @@ def summary_table(rows: list[dict[str, Any]], moved: float = MOVED_METRES) -> st
         unfinished = sum(r.get("finished") is False for r in group)  # a sweep trial still running
         seeds = f"{len(group)}" + (f" ({unfinished} unfinished)" if unfinished else "")
         lines.append(f"| {env} | {algo} | {m} | {params} | {policy} | {seeds} | {returns} | {better_sb3(groups, env)} "
-                     f"| {length} | {_ci(forward)} | {moving} | {steps:.0f} | {wall:.1f} |")
+                     f"| {length} | {_ci(forward)} | {moving} | {_reached([r['eval_mean'] for r in group], env)} "
+                     f"| {steps:.0f} | {wall:.1f} |")
     notes = missing_ablation(groups)
     if notes:
         lines += ["", "Not in the ablation yet (a Stein row without its `independent` twin):", "",
