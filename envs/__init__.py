@@ -4,7 +4,7 @@
 ``steinrl/DoublePendulum-v0`` (exact physics), and ``steinrl/CartpoleRllab-v0`` and
 ``steinrl/CartpoleSwingUpRllab-v0`` (with rllab's Box2D damping, for comparisons with the
 papers) with Gymnasium, each with a single-env ``entry_point`` and a numpy
-``vector_entry_point``, and the sparse-reward MuJoCo task ``steinrl/SparseHalfCheetah-v0``
+``vector_entry_point``, and the sparse-reward MuJoCo task ``steinrl/SparseHalfCheetah-v1``
 (:mod:`steinrl.envs.sparse_mujoco`, an ``entry_point`` only: it needs the ``mujoco`` extra)::
 
     import steinrl.envs as envs

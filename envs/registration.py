@@ -55,12 +55,12 @@ _ENTRY_POINTS: dict[str, tuple[str, str]] = {
 #: steinrl's MuJoCo task variants, short name -> registered id: Gymnasium envs (no numpy vector
 #: entry point, no torch twin), built on a Gymnasium MuJoCo task (envs/sparse_mujoco.py).
 MUJOCO_NAMES: dict[str, str] = {
-    "SparseHalfCheetah": f"{NAMESPACE}/SparseHalfCheetah-v0",
+    "SparseHalfCheetah": f"{NAMESPACE}/SparseHalfCheetah-v1",
 }
 
 #: Entry point, time limit and ``reward_threshold`` of each :data:`MUJOCO_NAMES` task
-#: (SparseHalfCheetah: HalfCheetah-v5's 1000 steps; its goal is reached when an episode spends on
-#: average at least one step past 5 m).
+#: (SparseHalfCheetah: HalfCheetah-v5's 1000 steps; a return of 1 or more can only come from steps
+#: past the goal, the actions' cost being >= 0: the goal reached).
 _MUJOCO_ENTRY_POINTS: dict[str, tuple[str, int, float]] = {
     "SparseHalfCheetah": ("steinrl.envs.sparse_mujoco:SparseHalfCheetahEnv", 1000, 1.0),
 }
@@ -95,7 +95,7 @@ def is_steinrl_env(name: str) -> bool:
 
 
 def short_name(env: str) -> str:
-    """The short name of a steinrl id (``steinrl/SparseHalfCheetah-v0`` -> ``SparseHalfCheetah``);
+    """The short name of a steinrl id (``steinrl/SparseHalfCheetah-v1`` -> ``SparseHalfCheetah``);
     any other name as it is."""
     return next((short for short, env_id in {**SHORT_NAMES, **MUJOCO_NAMES}.items() if env == env_id), env)
 

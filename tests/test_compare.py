@@ -159,7 +159,7 @@ def test_the_table_counts_the_runs_that_reach_the_tasks_reward_threshold():
     from steinrl.sb3.compare import reward_threshold, summary_table
 
     assert reward_threshold("MountainCarContinuous-v0") == 90.0
-    assert reward_threshold("SparseHalfCheetah") == reward_threshold("steinrl/SparseHalfCheetah-v0") == 1.0
+    assert reward_threshold("SparseHalfCheetah") == reward_threshold("steinrl/SparseHalfCheetah-v1") == 1.0
     assert reward_threshold("Walker2d-v5") is None and reward_threshold("NoSuchTask-v9") is None
     rows = [_row("MountainCarContinuous-v0", "svgd-ppo", 4, "ensemble-select", mean, length=200.0)
             for mean in (95.0, 50.0, 90.0)]

@@ -12,9 +12,9 @@ pytest.importorskip("mujoco", reason="needs the mujoco extra")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from steinrl import envs  # noqa: E402
-from steinrl.envs.sparse_mujoco import GOAL_DISTANCE, SparseHalfCheetahEnv  # noqa: E402
+from steinrl.envs.sparse_mujoco import CTRL_COST_WEIGHT, GOAL_DISTANCE, SparseHalfCheetahEnv  # noqa: E402
 
-ENV_ID = "steinrl/SparseHalfCheetah-v0"
+ENV_ID = "steinrl/SparseHalfCheetah-v1"
 
 
 def test_check_env_passes():
@@ -55,15 +55,17 @@ def _lockstep(sparse, dense, steps, seed, rng, scale=1.0):
 
 def test_same_dynamics_as_halfcheetah_and_the_reward_is_one_past_the_goal():
     """Against HalfCheetah-v5 with the torso's x observed: equal observations and x, and reward
-    1 exactly on the steps whose x (HalfCheetah's own info) exceeds 5 m, else 0 (no control
-    cost); with ctrl_cost_weight 0.1 the reward is that minus HalfCheetah's control cost."""
+    1 exactly on the steps whose x (HalfCheetah's own info) exceeds 5 m, else 0, minus
+    HalfCheetah's control cost 0.1 |a|² (the registered task); with ctrl_cost_weight 0 (the
+    task's version 0) the goal reward alone."""
     rng = np.random.default_rng(0)
-    dense = gym.make("HalfCheetah-v5", exclude_current_positions_from_observation=False)
-    sparse = envs.make("SparseHalfCheetah")
+
+    def dense():
+        return gym.make("HalfCheetah-v5", exclude_current_positions_from_observation=False)
+
     paid = []
-    for weight, (sp, de) in ((0.0, (sparse, dense)),
-                             (0.1, (SparseHalfCheetahEnv(ctrl_cost_weight=0.1), gym.make("HalfCheetah-v5",
-                             exclude_current_positions_from_observation=False).unwrapped))):
+    for weight, (sp, de) in ((0.1, (envs.make("SparseHalfCheetah"), dense())),
+                             (0.0, (SparseHalfCheetahEnv(ctrl_cost_weight=0.0), dense().unwrapped))):
         for k, (action, s, d) in enumerate(_lockstep(sp, de, 60, seed=3, rng=rng)):
             if k == 0:  # move both to the same state beyond the reset: x 4.7, forward 3 m/s
                 for env in (sp, de):
@@ -84,14 +86,19 @@ def test_same_dynamics_as_halfcheetah_and_the_reward_is_one_past_the_goal():
     assert 0 < sum(paid) < len(paid)  # both sides of the goal were visited
 
 
-def test_a_random_policy_from_the_reset_earns_nothing_early():
-    """From the reset (x within 0.1 m of 0) no 40-step random walk reaches 5 m: return 0."""
+def test_a_random_policy_from_the_reset_only_pays_for_its_actions_early():
+    """From the reset (x within 0.1 m of 0) no 40-step random walk reaches 5 m: the return is
+    the actions' cost alone, -0.1 Σ|a|² (by hand), and standing still (a = 0) returns 0."""
     env = envs.make("SparseHalfCheetah")
     rng = np.random.default_rng(0)
     obs, info = env.reset(seed=0)
-    assert abs(info["x_position"]) <= 0.1 and GOAL_DISTANCE == 5.0
-    total = sum(env.step(rng.uniform(-1, 1, 6).astype(np.float32))[1] for _ in range(40))
-    assert total == 0.0
+    assert abs(info["x_position"]) <= 0.1 and GOAL_DISTANCE == 5.0 and CTRL_COST_WEIGHT == 0.1
+    actions = rng.uniform(-1, 1, (40, 6)).astype(np.float32)
+    steps = [env.step(a) for a in actions]
+    assert all(s[4]["reward_goal"] == 0.0 for s in steps)
+    assert sum(s[1] for s in steps) == pytest.approx(-0.1 * float(np.sum(actions.astype(float) ** 2)), rel=1e-6)
+    env.reset(seed=0)
+    assert sum(env.step(np.zeros(6, np.float32))[1] for _ in range(40)) == 0.0
     env.close()
 
 
