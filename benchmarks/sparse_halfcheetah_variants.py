@@ -4,7 +4,7 @@
     python benchmarks/sparse_halfcheetah_variants.py --seed 0 --goal 10 --ctrl-cost 0  # a farther goal, no cost
 
 Trains ``stable_baselines3.PPO("MlpPolicy", env)`` with every default (what ``sb3-ppo`` trains
-with) on ``SparseHalfCheetahEnv(goal_distance=GOAL, ctrl_cost_weight=CTRL)`` for ``--steps`` env
+with) on ``steinrl.envs.make("SparseHalfCheetah", goal_distance=GOAL, ctrl_cost_weight=CTRL)`` for ``--steps`` env
 steps (10⁶ by default: ~14 minutes on one core), printing every 50,000 steps the mean return
 of its last 100 training episodes and its actions' standard deviation (a shrinking one is the
 trap of a control cost: standing still pays best until the goal is found). Then 10
@@ -47,15 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from steinrl.envs.sparse_mujoco import SparseHalfCheetahEnv
+    from steinrl import envs
 
     torch.set_num_threads(1)
     start = time.time()
 
-    def make() -> SparseHalfCheetahEnv:
-        from gymnasium.wrappers import TimeLimit
-
-        return TimeLimit(SparseHalfCheetahEnv(goal_distance=args.goal, ctrl_cost_weight=args.ctrl_cost), 1000)
+    def make():  # the registered task (its time limit) with these constants
+        return envs.make("SparseHalfCheetah", goal_distance=args.goal, ctrl_cost_weight=args.ctrl_cost)
 
     class Progress(BaseCallback):
         def _on_step(self) -> bool:

@@ -118,3 +118,16 @@ def test_svgd_ppo_trains_on_it_with_the_function_space_kernel(tmp_path):
     run = trained_run(tmp_path, "svgd-ppo", "SparseHalfCheetah", horizon=20, batch_size=40,
                       **{"update.kernel_space": "functions", "update.function_states": 8})
     assert (run / "checkpoint.pt").is_file()
+
+
+@pytest.mark.parametrize("args", [["--goal", "0"], ["--ctrl-cost", "-1"], ["--steps", "0"]])
+def test_the_variants_benchmark_refuses_bad_constants_in_one_line(args):
+    """benchmarks/sparse_halfcheetah_variants.py: a bad constant is one `error:` line, exit 2, no training."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "sparse_halfcheetah_variants.py"
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: " + args[0])
