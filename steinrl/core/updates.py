@@ -95,7 +95,8 @@ class SteinUpdate(ParticleUpdate):
                "net's predictions) on function_states inputs shared by every particle, the repulsion pulled back to "
                "the weights (docs/algorithms.md#the-kernel-in-function-space).", choices=("weights", "functions")),
         Option("function_states", int, 64, "kernel_space functions: B, the shared inputs, drawn each update from "
-               "the batch (RL: the states of every particle of a seed; bandits and regression: the minibatch).",
+               "the batch (RL: the states of every particle of a seed, at most particles x rollout.batch_size; "
+               "bandits and regression: the minibatch).",
                check=lambda v: None if v >= 2 else "must be >= 2"),
         Option("function_driving", str, "weights",
                "kernel_space functions: the driving term, weights (each particle's gradient, kernel-averaged in "

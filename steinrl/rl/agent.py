@@ -30,7 +30,7 @@ from steinrl.core.groups import module_group, module_join, optimizer_group, opti
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import ParticleOptimizer, halved_lr, make_particle_optimizer, set_lr
 from steinrl.core.priors import make_prior
-from steinrl.errors import ConfigError, NonFiniteError
+from steinrl.errors import NonFiniteError
 from steinrl.rl.critics import CRITICS, Critic, CriticFit, LinearBaseline
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.draws import Draws
@@ -108,10 +108,7 @@ class SVPGAgent:
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
             max_grad_norm=self.estimator.max_grad_norm, finite=self.finite)
-        update = self.optimizer.update
-        if update.kernel_space == "functions" and update.function_states > M * cfg.rollout.batch_size:
-            raise ConfigError(f"update.function_states {update.function_states} is more states than a seed's batch "
-                              f"holds (particles x rollout.batch_size = {M * cfg.rollout.batch_size}); take fewer")
+        # (update.function_states <= M x rollout.batch_size: checked with the config, run/config.py)
         #: the function-space kernel's shared states ``(G·M, B, obs_dim)`` (normalised; set each update)
         self.function_states: Tensor | None = None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)

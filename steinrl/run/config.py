@@ -266,9 +266,22 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
             values[section][option.name] = coerce(option, value, key, where, values[section][option.name])
             assigned.add((section, option.name))
     check_algo_env(values[""]["algo"], values[""]["env"])
+    _check_function_states(values)
     if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
         values["rollout"]["horizon"] = registered_horizon(values[""]["env"], values["rollout"]["horizon"])
     return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
+
+
+def _check_function_states(values: Mapping[str, Mapping[str, Any]]) -> None:
+    """An RL function-space kernel draws its B shared states from one iteration's batch of each seed:
+    B may not exceed particles x rollout.batch_size (checked here so a sweep refuses it before Ray starts)."""
+    update, rollout = values.get("update", {}), values.get("rollout", {})
+    if update.get("kernel_space") != "functions" or "batch_size" not in rollout:
+        return
+    held = values[""]["particles"] * rollout["batch_size"]
+    if update["function_states"] > held:
+        raise ConfigError(f"update.function_states {update['function_states']} is more states than a seed's batch "
+                          f"holds (particles x rollout.batch_size = {held}); take at most {held}")
 
 
 # --- files ------------------------------------------------------------------------------
