@@ -13,6 +13,7 @@ Shapes: a job of S seeds returns, per :meth:`Job.step`, S scalar dicts (seed ord
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from steinrl.registry import Option
@@ -58,6 +59,11 @@ class Job(Protocol):
 
     @staticmethod
     def check_env(name: str) -> None: ...
+
+    @staticmethod
+    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+        """Raise a one-line ConfigError where keys that bound each other do not fit: ``values``
+        are a config's validated values by section (``""``: the top level), before it is built."""
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:

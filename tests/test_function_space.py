@@ -148,10 +148,18 @@ def test_rl_agent_shares_b_states_per_seed_and_rejects_a_b_larger_than_the_batch
         group = states[3 * s:3 * s + 3]
         assert torch.equal(group[0], group[1]) and torch.equal(group[0], group[2])  # one set per seed
     assert not torch.equal(states[0], states[3])
-    with pytest.raises(steinrl.ConfigError, match="function_states"):
-        steinrl.Trainer(cfg.replace({"update.function_states": 121}))
+    assert cfg.replace({"update.function_states": 120}).update.function_states == 120  # 3 particles x 40: all
+    with pytest.raises(steinrl.ConfigError, match=r"function_states 121 .* = 120\)"):
+        cfg.replace({"update.function_states": 121})  # refused with the config (a sweep: before Ray starts)
     with pytest.raises(steinrl.ConfigError, match="function_states"):
         steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"update.function_states": 1})
+
+
+def test_a_bandit_b_larger_than_the_refit_minibatch_is_refused_with_the_config():
+    over = {"update.kernel_space": "functions", "protocol.minibatch": 32}
+    assert steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.function_states": 32})
+    with pytest.raises(steinrl.ConfigError, match=r"function_states 33 .*protocol.minibatch 32"):
+        steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.function_states": 33})
 
 
 def test_a_resumed_function_space_run_continues_exactly(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,15 @@ class BanditJob:
     @staticmethod
     def check_env(name: str) -> None:
         BANDIT_TASKS.get(name)
+
+    @staticmethod
+    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+        """A function-space kernel's B shared inputs are the first contexts of each refit minibatch:
+        ``update.function_states`` <= ``protocol.minibatch``."""
+        update, held = values.get("update", {}), values["protocol"]["minibatch"]
+        if update.get("kernel_space") == "functions" and update["function_states"] > held:
+            raise ConfigError(f"update.function_states {update['function_states']} is more contexts than a refit "
+                              f"minibatch holds (protocol.minibatch {held}); take at most {held}")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,10 @@ class SB3PPOJob:
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
     #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
     check_env = staticmethod(envs.resolve_env_id)
+
+    @staticmethod
+    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+        """No keys of SB3's PPO bound each other here (SB3 checks its own arguments)."""
     options: tuple[Option, ...] = (
         Option("particles", int, 1, "Unused: SB3's PPO trains one policy (kept so that shared task files apply).",
                check=lambda v: None if v >= 1 else "must be >= 1"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,6 +217,15 @@ class PolicyGradientJob:
 
     #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
     check_env = staticmethod(envs.resolve_env_id)
+
+    @staticmethod
+    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+        """A function-space kernel draws its B shared states from one iteration's batch of a seed:
+        ``update.function_states`` <= particles x ``rollout.batch_size``."""
+        update, held = values.get("update", {}), values[""]["particles"] * values["rollout"]["batch_size"]
+        if update.get("kernel_space") == "functions" and update["function_states"] > held:
+            raise ConfigError(f"update.function_states {update['function_states']} is more states than a seed's batch "
+                              f"holds (particles x rollout.batch_size = {held}); take at most {held}")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:

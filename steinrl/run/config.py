@@ -7,9 +7,8 @@ are read from the parts the algorithm picked (``s2vgd-a2c``: the householder lay
 a2c estimator's ``gae_lambda``, ...): no hand-copied list to drift; ``docs/config.md`` is
 rendered from the same declarations (``python -m steinrl.run.docs``). Resolution order, later wins:
 
-1. every option's declared default, then the method's own defaults (``vmg``: K = 0);
-   ``rollout.horizon`` defaults to the task's registered Gymnasium time limit
-   (:func:`registered_horizon`: Hopper-v5 1000, Pendulum-v1 200, steinrl's tasks 500);
+1. every option's declared default, then the method's own defaults (``vmg``: K = 0); ``rollout.horizon``:
+   the task's Gymnasium time limit (:func:`registered_horizon`: Hopper-v5 1000, steinrl's tasks 500);
 2. ``configs/<env>.yaml`` if it exists (shipped as ``steinrl.configs``), then
    ``configs/presets/<preset>.yaml`` if a preset is named (both serve a family of algorithms
    and tasks: their keys an algorithm does not have are skipped);
@@ -18,9 +17,9 @@ rendered from the same declarations (``python -m steinrl.run.docs``). Resolution
 Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the first section
 that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``, ``lr`` ->
 ``update.lr``, ``hidden`` -> ``policy.hidden``: the critic's come last). Values are checked
-against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and
-range; anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where it came
-from, and what is valid.
+against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and range,
+then keys that bound each other by the job's ``check_config`` (``update.function_states`` within the
+batch); anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where and what is valid.
 """
 
 from __future__ import annotations
@@ -170,8 +169,8 @@ def schema(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, tupl
     return sections
 
 
-def check_algo_env(algo: Any, env: Any) -> None:
-    """Raise :class:`ConfigError` unless ``env`` is a task of ``algo``'s job (naming the job it belongs to)."""
+def check_algo_env(algo: Any, env: Any) -> Any:
+    """``algo``'s job; :class:`ConfigError` unless ``env`` is one of its tasks (naming the job it belongs to)."""
     from steinrl.run.algos import JOBS, parse_algo
 
     job = parse_algo(algo).job
@@ -187,6 +186,7 @@ def check_algo_env(algo: Any, env: Any) -> None:
                 raise ConfigError(f"{env!r} is a task of {name} algorithms ({', '.join(other.algorithm_names())}); "
                                   f"{algo!r} is not one of them") from None
         raise
+    return job
 
 
 def _locate(path: tuple[str, ...], sections: dict[str, tuple[Option, ...]], where: str) -> tuple[str, Option]:
@@ -265,23 +265,10 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
             key = f"{section}.{option.name}" if section else option.name
             values[section][option.name] = coerce(option, value, key, where, values[section][option.name])
             assigned.add((section, option.name))
-    check_algo_env(values[""]["algo"], values[""]["env"])
-    _check_function_states(values)
+    check_algo_env(values[""]["algo"], values[""]["env"]).check_config(values)  # then keys that bound each other
     if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
         values["rollout"]["horizon"] = registered_horizon(values[""]["env"], values["rollout"]["horizon"])
     return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
-
-
-def _check_function_states(values: Mapping[str, Mapping[str, Any]]) -> None:
-    """An RL function-space kernel draws its B shared states from one iteration's batch of each seed:
-    B may not exceed particles x rollout.batch_size (checked here so a sweep refuses it before Ray starts)."""
-    update, rollout = values.get("update", {}), values.get("rollout", {})
-    if update.get("kernel_space") != "functions" or "batch_size" not in rollout:
-        return
-    held = values[""]["particles"] * rollout["batch_size"]
-    if update["function_states"] > held:
-        raise ConfigError(f"update.function_states {update['function_states']} is more states than a seed's batch "
-                          f"holds (particles x rollout.batch_size = {held}); take at most {held}")
 
 
 # --- files ------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from steinrl.core.methods import METHODS
 from steinrl.core.optim import inverse_time_lr
 from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, positive, unit_interval
 
 __all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
@@ -89,10 +88,8 @@ class ParticleRegressor:
                                                  max_direction_norm=protocol.max_grad_norm)
         update = self.optimizer.update
         #: a function-space kernel's shared inputs: the first B contexts of every refit minibatch
+        #: (B <= protocol.minibatch: checked with the config, BanditJob.check_config)
         self.function_states = update.function_states if update.kernel_space == "functions" else 0
-        if self.function_states > protocol.minibatch:
-            raise ConfigError(f"update.function_states {self.function_states} is more contexts than a refit minibatch "
-                              f"holds (protocol.minibatch {protocol.minibatch}); take fewer")
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
