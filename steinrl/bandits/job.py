@@ -29,7 +29,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZERS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES
+from steinrl.core.updates import UPDATES, check_function_states
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
 
@@ -113,10 +113,8 @@ class BanditJob:
     def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
         """A function-space kernel's B shared inputs are the first contexts of each refit minibatch:
         ``update.function_states`` <= ``protocol.minibatch``."""
-        update, held = values.get("update", {}), values["protocol"]["minibatch"]
-        if update.get("kernel_space") == "functions" and update["function_states"] > held:
-            raise ConfigError(f"update.function_states {update['function_states']} is more contexts than a refit "
-                              f"minibatch holds (protocol.minibatch {held}); take at most {held}")
+        held = values["protocol"]["minibatch"]
+        check_function_states(values.get("update", {}), held, f"a refit minibatch holds (protocol.minibatch {held})")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> None:

@@ -132,10 +132,6 @@ class SB3PPOJob:
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
     #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
     check_env = staticmethod(envs.resolve_env_id)
-
-    @staticmethod
-    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
-        """No keys of SB3's PPO bound each other here (SB3 checks its own arguments)."""
     options: tuple[Option, ...] = (
         Option("particles", int, 1, "Unused: SB3's PPO trains one policy (kept so that shared task files apply).",
                check=lambda v: None if v >= 1 else "must be >= 1"),
@@ -144,6 +140,10 @@ class SB3PPOJob:
                "side-by-side budget in wall-clock time, as steinrl's own max_seconds).",
                check=lambda v: None if v > 0 else "must be > 0"),
     )
+
+    @staticmethod
+    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+        """No keys of SB3's PPO bound each other here (SB3 checks its own arguments)."""
 
     # --- the algorithms and their config ----------------------------------------------
     @staticmethod

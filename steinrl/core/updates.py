@@ -22,6 +22,7 @@ from torch import Tensor
 from steinrl.core.function_space import DRIVING_TERMS, function_space_direction
 from steinrl.core.kernels import Kernel, kernel_spec, make_kernel
 from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, direction_stats, svgd_direction
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry
 
 __all__ = ["ParticleUpdate", "SteinUpdate", "IndependentUpdate", "UPDATES", "KERNEL_OPTION", "make_update"]
@@ -153,3 +154,11 @@ def make_update(name: str, **options: Any) -> ParticleUpdate:
         raise ValueError(f"the {name} update does not take {unknown}; its options: {sorted(declared) or 'none'}")
     return cls(**options)
 
+
+def check_function_states(update: Mapping[str, Any], held: int, holds: str) -> None:
+    """A ConfigError where a function-space kernel's B (``update.function_states`` of the
+    ``update`` section's values) is more than the ``held`` inputs it is drawn from; ``holds``
+    names them, e.g. ``"a seed's batch holds (particles x rollout.batch_size = 32)"``."""
+    if update.get("kernel_space") == "functions" and update["function_states"] > held:
+        raise ConfigError(f"update.function_states {update['function_states']} is more than {holds}; "
+                          f"take at most {held}")

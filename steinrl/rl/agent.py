@@ -108,7 +108,7 @@ class SVPGAgent:
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
             max_grad_norm=self.estimator.max_grad_norm, finite=self.finite)
-        # (update.function_states <= M x rollout.batch_size: checked with the config, run/config.py)
+        # (update.function_states <= M x rollout.batch_size: checked with the config, PolicyGradientJob.check_config)
         #: the function-space kernel's shared states ``(G·M, B, obs_dim)`` (normalised; set each update)
         self.function_states: Tensor | None = None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)

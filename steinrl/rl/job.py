@@ -25,7 +25,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES
+from steinrl.core.updates import UPDATES, check_function_states
 from steinrl.errors import ConfigError
 from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
@@ -222,10 +222,9 @@ class PolicyGradientJob:
     def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
         """A function-space kernel draws its B shared states from one iteration's batch of a seed:
         ``update.function_states`` <= particles x ``rollout.batch_size``."""
-        update, held = values.get("update", {}), values[""]["particles"] * values["rollout"]["batch_size"]
-        if update.get("kernel_space") == "functions" and update["function_states"] > held:
-            raise ConfigError(f"update.function_states {update['function_states']} is more states than a seed's batch "
-                              f"holds (particles x rollout.batch_size = {held}); take at most {held}")
+        held = values[""]["particles"] * values["rollout"]["batch_size"]
+        check_function_states(values.get("update", {}), held,
+                              f"a seed's batch holds (particles x rollout.batch_size = {held})")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
