@@ -74,3 +74,35 @@ def trained_run(root, algo="s2vgd-a2c", env="Cartpole", run_name="r", **override
     from steinrl.run.cli import train
 
     return train(tiny_config(algo, env, **{"run.logdir": str(root), "run.run_name": run_name, **overrides}))
+
+
+def stepped_with_a_restore(cfg, path: Path, steps: int = 4, first_cfg=None) -> tuple[list, list]:
+    """``(straight, resumed)``: the rows of ``steps`` steps of one Trainer, and of a Trainer that takes the
+    first half (built from ``first_cfg`` if given), saves to ``path``, and a fresh one that restores and
+    takes the rest."""
+    import steinrl
+
+    straight = steinrl.Trainer(cfg)
+    expected = [straight.step() for _ in range(steps)]
+    first = steinrl.Trainer(first_cfg or cfg)
+    head = [first.step() for _ in range(steps // 2)]
+    first.save(path)
+    second = steinrl.Trainer(cfg)
+    second.restore(path)
+    return expected, head + [second.step() for _ in range(steps - steps // 2)]
+
+
+def check_posterior_draws(q) -> torch.Tensor:
+    """Check a 5 → [7, 6] → 3 posterior's draws: per-layer ``(4, in, out)`` / ``(4, out)`` shapes, the
+    batched forward ``(4, 9, 3)``, and the same generator seed giving the same draws; returns the ``(9, 5)``
+    inputs used."""
+    from steinrl.core.ensemble import mlp_forward
+
+    draws = q.sample(4, torch.Generator().manual_seed(1))
+    assert [(tuple(w.shape), tuple(b.shape)) for w, b in draws] == [((4, 5, 7), (4, 7)), ((4, 7, 6), (4, 6)),
+                                                                    ((4, 6, 3), (4, 3))]
+    x = torch.randn(9, 5)
+    assert mlp_forward(draws, x, "relu").shape == (4, 9, 3)
+    again = q.sample(4, torch.Generator().manual_seed(1))
+    assert all(torch.equal(w, w2) and torch.equal(b, b2) for (w, b), (w2, b2) in zip(draws, again))
+    return x

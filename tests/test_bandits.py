@@ -4,6 +4,7 @@ LinFullPost's posterior is the closed form, runs resume exactly, Showdown's opti
 import numpy as np
 import pytest
 import torch
+from conftest import stepped_with_a_restore
 
 import steinrl
 from steinrl.bandits.job import BanditJob
@@ -110,16 +111,9 @@ def test_linfullpost_posterior_is_the_closed_form_of_the_played_rounds():
 def test_save_restore_continues_exactly(tmp_path, algo):
     cfg = steinrl.load_config(algo, "Mushroom", {**SMALL, "likelihood.learn_noise": True} if algo.endswith("ts")
                               else SMALL)
-    straight = steinrl.Trainer(cfg)
-    expected = [straight.step() for _ in range(4)]
-    first = steinrl.Trainer(cfg)
-    head = [first.step() for _ in range(2)]
-    first.save(tmp_path / "c.pt")
-    second = steinrl.Trainer(cfg)
-    second.restore(tmp_path / "c.pt")
-    tail = [second.step() for _ in range(2)]
+    expected, resumed = stepped_with_a_restore(cfg, tmp_path / "c.pt")
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
-    assert strip(head + tail) == strip(expected)
+    assert strip(resumed) == strip(expected)
 
 
 def test_tf_rmsprop_against_a_hand_computation():
@@ -165,13 +159,8 @@ def test_a_resume_with_more_rounds_plays_the_rounds_a_longer_run_would(tmp_path,
     np.testing.assert_array_equal(short.contexts, long.contexts[:1100])
     np.testing.assert_array_equal(short.rewards, long.rewards[:1100])
     overrides = {"rounds": 1500, "protocol.refit_every": 50, "protocol.refit_steps": 2, "seed": 3}
-    straight = steinrl.Trainer(steinrl.load_config("greedy", env, overrides))
-    expected = [straight.step() for _ in range(4)]
-    first = steinrl.Trainer(steinrl.load_config("greedy", env, {**overrides, "rounds": 1100}))
-    head = [first.step() for _ in range(2)]
-    first.save(tmp_path / "c.pt")
-    second = steinrl.Trainer(steinrl.load_config("greedy", env, overrides))
-    second.restore(tmp_path / "c.pt")
-    tail = [second.step() for _ in range(2)]
+    shorter = steinrl.load_config("greedy", env, {**overrides, "rounds": 1100})
+    expected, resumed = stepped_with_a_restore(steinrl.load_config("greedy", env, overrides), tmp_path / "c.pt",
+                                               first_cfg=shorter)
     keys = ("bandit/cumulative_reward", "bandit/cumulative_regret", "bandit/rounds")
-    assert [[r[k] for k in keys] for r in head + tail] == [[r[k] for k in keys] for r in expected]
+    assert [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in expected]

@@ -10,10 +10,10 @@ import inspect
 import numpy as np
 import pytest
 import torch
+from conftest import check_posterior_draws
 from scipy import integrate, stats
 
 from steinrl.bayes import POSTERIORS, BayesByBackprop, gaussian_log_likelihood, make_posterior
-from steinrl.core.ensemble import mlp_forward
 from steinrl.errors import ConfigError
 from steinrl.registry import options_of
 
@@ -123,13 +123,7 @@ def test_gaussian_log_likelihood_with_mask():
 @pytest.mark.parametrize("prior", ["scale_mixture", "gaussian"])
 def test_sample_shapes_forward_and_seeding(prior):
     q = make_posterior("bbb", 5, [7, 6], 3, "relu", prior=prior, generator=torch.Generator().manual_seed(0))
-    draws = q.sample(4, torch.Generator().manual_seed(1))
-    assert [(tuple(w.shape), tuple(b.shape)) for w, b in draws] == [((4, 5, 7), (4, 7)), ((4, 7, 6), (4, 6)),
-                                                                    ((4, 6, 3), (4, 3))]
-    x = torch.randn(9, 5)
-    assert mlp_forward(draws, x, "relu").shape == (4, 9, 3)
-    again = q.sample(4, torch.Generator().manual_seed(1))
-    assert all(torch.equal(w, w2) and torch.equal(b, b2) for (w, b), (w2, b2) in zip(draws, again))
+    x = check_posterior_draws(q)
     loss = q.elbo_loss(x, torch.randn(9, 3), gaussian_log_likelihood, n_data=100, n_samples=2)
     loss.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in q.parameters())

@@ -7,10 +7,10 @@ the covariance from np.kron, the KL from the dense Gaussian formula with slogdet
 import numpy as np
 import pytest
 import torch
+from conftest import check_posterior_draws
 
 from steinrl.bayes import KroneckerFlowPosterior, gaussian_log_likelihood, make_posterior
 from steinrl.bayes.kflow import KroneckerLinearLayer
-from steinrl.core.ensemble import mlp_forward
 
 
 def _random_layer(fan_in: int, fan_out: int, seed: int) -> KroneckerLinearLayer:
@@ -96,13 +96,7 @@ def test_kl_matches_the_dense_gaussian_formula(prior_mean):
 def test_sample_shapes_forward_seeding_and_gradients():
     q = make_posterior("kflow", 5, [7, 6], 3, "relu", generator=torch.Generator().manual_seed(0))
     assert isinstance(q, KroneckerFlowPosterior)
-    draws = q.sample(4, torch.Generator().manual_seed(1))
-    assert [(tuple(w.shape), tuple(b.shape)) for w, b in draws] == [((4, 5, 7), (4, 7)), ((4, 7, 6), (4, 6)),
-                                                                    ((4, 6, 3), (4, 3))]
-    x = torch.randn(9, 5)
-    assert mlp_forward(draws, x, "relu").shape == (4, 9, 3)
-    again = q.sample(4, torch.Generator().manual_seed(1))
-    assert all(torch.equal(w, w2) and torch.equal(b, b2) for (w, b), (w2, b2) in zip(draws, again))
+    x = check_posterior_draws(q)
     q.elbo_loss(x, torch.randn(9, 3), gaussian_log_likelihood, n_data=100, n_samples=2).backward()
     for layer in q.layers:
         assert torch.isfinite(layer.a_raw.grad).all()

@@ -7,6 +7,7 @@ Gamma / InvGamma / log-normal / half-Cauchy distributions, quadrature and log-no
 import numpy as np
 import pytest
 import torch
+from conftest import check_posterior_draws
 from scipy import integrate, special, stats
 
 from steinrl.bayes import RadialDirectionalPosterior, gaussian_log_likelihood, make_posterior
@@ -18,7 +19,6 @@ from steinrl.bayes.rdp import (
     log_vmf_normaliser,
     sample_vmf,
 )
-from steinrl.core.ensemble import mlp_forward
 
 
 def _mean_resultant_length(d: int, kappa: float) -> float:
@@ -198,13 +198,7 @@ def test_layer_kl_against_independent_references():
 def test_sample_shapes_forward_seeding_and_gradients(prior_kappa):
     q = make_posterior("rdp", 5, [7, 6], 3, "relu", prior_kappa=prior_kappa,
                        generator=torch.Generator().manual_seed(0))
-    draws = q.sample(4, torch.Generator().manual_seed(1))
-    assert [(tuple(w.shape), tuple(b.shape)) for w, b in draws] == [((4, 5, 7), (4, 7)), ((4, 7, 6), (4, 6)),
-                                                                    ((4, 6, 3), (4, 3))]
-    x = torch.randn(9, 5)
-    assert mlp_forward(draws, x, "relu").shape == (4, 9, 3)
-    again = q.sample(4, torch.Generator().manual_seed(1))
-    assert all(torch.equal(w, w2) and torch.equal(b, b2) for (w, b), (w2, b2) in zip(draws, again))
+    x = check_posterior_draws(q)
     q.elbo_loss(x, torch.randn(9, 3), gaussian_log_likelihood, n_data=100, n_samples=2).backward()
     for name, p in q.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from conftest import stepped_with_a_restore
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import steinrl
@@ -104,16 +105,9 @@ def test_torch_backend_trains_and_resumes_exactly(tmp_path):
     cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"particles": 2, "envs_per_particle": 4, "batch_size": 40,
                                                                 "rollout.sampling": "continuing", "iterations": 4,
                                                                 "rollout.env_backend": "torch", "critic.steps": 2})
-    straight = steinrl.Trainer(cfg)
-    expected = [straight.step() for _ in range(4)]
-    first = steinrl.Trainer(cfg)
-    head = [first.step() for _ in range(2)]
-    first.save(tmp_path / "c.pt")
-    second = steinrl.Trainer(cfg)
-    second.restore(tmp_path / "c.pt")
-    tail = [second.step() for _ in range(2)]
+    expected, resumed = stepped_with_a_restore(cfg, tmp_path / "c.pt")
     strip = lambda rows: [{k: str(v) for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
-    assert strip(head + tail) == strip(expected) and all(np.isfinite(r["train/surrogate"]) for r in expected)
+    assert strip(resumed) == strip(expected) and all(np.isfinite(r["train/surrogate"]) for r in expected)
 
 
 def test_torch_backend_needs_a_steinrl_task():
