@@ -16,7 +16,15 @@ from scipy import stats
 
 from steinrl.errors import ConfigError
 from steinrl.run import sweep
-from steinrl.run.sweep_report import TrialRun, group_stats, mean_ci, read_results_csv, student_t_quantile, write_outputs
+from steinrl.run.sweep_report import (
+    TrialRun,
+    block_result,
+    group_stats,
+    mean_ci,
+    read_results_csv,
+    student_t_quantile,
+    write_outputs,
+)
 from steinrl.run.trainer import Trainer
 
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
@@ -189,6 +197,27 @@ def test_a_result_covers_run_report_every_iterations_and_stops_at_the_end():
     assert grouped.trainer.iteration == 5 and last["done"] is True and first["done"] is False
     assert _steinrl_metrics(first) == _steinrl_metrics(rows[2]) and _steinrl_metrics(last) == _steinrl_metrics(rows[4])
     grouped.stop()
+
+
+def test_a_result_keeps_the_latest_episodes_of_its_iterations():
+    """A block whose last iterations end no episode (NaN returns) reports the returns of the latest
+    iteration that ended one, with that iteration's episode count; every other key is the last row's."""
+    nan = float("nan")
+    rows = [{"rollout/episodes": 2.0, "rollout/ep_rew_mean": -50.0, "rollout/ep_rew_max_particle": -40.0,
+             "particles/ep_rew_mean_00": -40.0, "particles/ep_rew_mean_01": -60.0, "train/loss": 1.0, "iteration": 1},
+            {"rollout/episodes": 1.0, "rollout/ep_rew_mean": 92.0, "rollout/ep_rew_max_particle": 92.0,
+             "particles/ep_rew_mean_00": nan, "particles/ep_rew_mean_01": 92.0, "train/loss": 2.0, "iteration": 2},
+            {"rollout/episodes": 0.0, "rollout/ep_rew_mean": nan, "rollout/ep_rew_max_particle": nan,
+             "particles/ep_rew_mean_00": nan, "particles/ep_rew_mean_01": nan, "train/loss": 3.0, "iteration": 3}]
+    result = block_result(rows)
+    assert result["rollout/ep_rew_max_particle"] == 92.0 and result["rollout/episodes"] == 1.0
+    assert math.isnan(result["particles/ep_rew_mean_00"]) and result["particles/ep_rew_mean_01"] == 92.0
+    assert result["train/loss"] == 3.0 and result["iteration"] == 3
+    assert block_result(rows[:1]) == rows[0]
+    none_ended = block_result(rows[2:])
+    assert math.isnan(none_ended["rollout/ep_rew_mean"]) and none_ended["train/loss"] == 3.0
+    bandit = [{"bandit/cumulative_regret": 5.0}, {"bandit/cumulative_regret": 7.0}]
+    assert block_result(bandit) == bandit[-1]
 
 
 # --- the summary maths ------------------------------------------------------------------

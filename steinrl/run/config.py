@@ -60,8 +60,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
     Option("tensorboard", bool, True, "Write TensorBoard event files."),
-    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics; each "
-           "result costs Ray time, so tasks of many short iterations report every 100 or so: docs/sweeps.md).",
+    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics, the "
+           "latest returns; a result costs Ray time: many short iterations report every 100 or so, docs/sweeps.md).",
            check=at_least_one),
     Option("cuda_graph", str, "auto", "RL on CUDA: replay each iteration as one CUDA graph (auto: where the run "
            "allows it, docs/gpu.md; on: or an error naming why not; off: eager).", choices=("auto", "on", "off")),

@@ -28,7 +28,7 @@ from typing import Any
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, input_path, output_dir
 from steinrl.run.config import Config, load_config, load_yaml
-from steinrl.run.sweep_report import report
+from steinrl.run.sweep_report import block_result, report
 
 __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "sweep_main", "CHECKPOINT_NAME"]
 
@@ -246,12 +246,12 @@ def _define_trainable() -> type:
         def setup(self, config: dict[str, Any]) -> None:
             self.trainer = Trainer(trial_config(config["trial"], config.get("search")))
 
-        def step(self) -> dict[str, Any]:  # run.report_every trainer iterations, the last one's metrics
-            row = self.trainer.step()
-            for _ in range(self.trainer.config.run.report_every - 1):
-                row = row if self.trainer.done else self.trainer.step()
+        def step(self) -> dict[str, Any]:  # run.report_every trainer iterations: block_result of their rows
+            rows = [self.trainer.step()]
+            while len(rows) < self.trainer.config.run.report_every and not self.trainer.done:
+                rows.append(self.trainer.step())
             # node_id: the Ray node the iteration ran on (in result.json; results.csv keeps steinrl's metrics)
-            return {**row, "done": self.trainer.done, "node_id": ray.get_runtime_context().get_node_id()}
+            return {**block_result(rows), "done": self.trainer.done, "node_id": ray.get_runtime_context().get_node_id()}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
             self.trainer.save(Path(checkpoint_dir) / CHECKPOINT_NAME)

@@ -30,7 +30,7 @@ import numpy as np
 
 from steinrl.errors import ConfigError
 
-__all__ = ["TrialRun", "GroupStats", "student_t_quantile", "mean_ci", "group_stats", "trial_runs",
+__all__ = ["TrialRun", "GroupStats", "block_result", "student_t_quantile", "mean_ci", "group_stats", "trial_runs",
            "read_results_csv", "write_outputs", "write_results_csv", "write_summary", "plot_curves", "report"]
 
 
@@ -146,6 +146,16 @@ def group_stats(curves: Sequence[Mapping[float, float]], mode: str = "max") -> G
 
 
 # --- outputs ----------------------------------------------------------------------------
+def block_result(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One trial result from the rows of the ``run.report_every`` iterations it covers: the last
+    row, with its episode keys (``rollout/...``, ``particles/...``) those of the latest row that
+    completed an episode (``rollout/episodes`` > 0), so that a task ending few episodes per
+    iteration (MountainCarContinuous: 8-step iterations) still reports its latest returns."""
+    ended = [row for row in rows if row.get("rollout/episodes", 0) > 0]
+    episodes = {k: v for k, v in ended[-1].items() if k.startswith(("rollout/", "particles/"))} if ended else {}
+    return {**rows[-1], **episodes}
+
+
 def trial_runs(results: Any) -> tuple[list[TrialRun], list[str]]:
     """The :class:`TrialRun` of every trial of a Ray Tune ``ResultGrid`` that reported, and a
     line per failed trial. Rows repeated by a resume (reported after the checkpoint it resumed
