@@ -145,7 +145,7 @@ def group_stats(curves: Sequence[Mapping[float, float]], mode: str = "max") -> G
     return GroupStats(len(curves), mean_ci(peaks), mean_ci(finals), x95, xs, mean, [h for _, h in stats])
 
 
-# --- outputs ----------------------------------------------------------------------------
+# --- a trial's results ------------------------------------------------------------------
 def block_result(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One trial result from the rows of the ``run.report_every`` iterations it covers: the last
     row, with its episode keys (``rollout/...``, ``particles/...``) those of the latest row that
@@ -182,6 +182,7 @@ def trial_runs(results: Any) -> tuple[list[TrialRun], list[str]]:
     return runs, failed
 
 
+# --- outputs ----------------------------------------------------------------------------
 def write_outputs(trials: Sequence[TrialRun], out: Path, command: str, notes: Sequence[str] = ()) -> None:
     """``results.csv``, ``summary.md`` and ``curves.png`` in ``out``."""
     write_results_csv(trials, out / "results.csv")
