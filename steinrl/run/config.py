@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
+from steinrl.registry import Option, at_least_one, check_yaml_colons, coerce, non_negative, seed_range
 from steinrl.run.legacy import check_moved, migrate_run_config
 
 __all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
@@ -135,27 +135,15 @@ def _items(raw: Mapping[str, Any], where: str) -> list[tuple[tuple[str, ...], An
         if len(path) > 2 or not all(path):
             raise ConfigError(f"config key {key!r} in {where} must be <key> or <section>.<key>")
         if not isinstance(value, Mapping) or len(path) == 2:  # a <section>.<key> may take a mapping (a kernel)
-            _check_yaml_colons(key, value, where)
+            check_yaml_colons(key, value, where)
             out.append((path, value))
             continue
         for sub, v in value.items():
             if not isinstance(sub, str) or not sub or "." in sub:
                 raise ConfigError(f"section {key!r} in {where} must map keys to values, got {sub!r}: {v!r}")
-            _check_yaml_colons(f"{key}.{sub}", v, where)
+            check_yaml_colons(f"{key}.{sub}", v, where)
             out.append(((key, sub), v))
     return out
-
-
-def _check_yaml_colons(key: str, value: Any, where: str) -> None:
-    """A mapping value whose keys hold a colon (``{name:imq,beta:-0.3}``: YAML reads ``name:imq`` as one
-    key with no value) raises a ConfigError saying YAML needs a space after the colon."""
-    if not isinstance(value, Mapping):
-        return
-    slipped = [k for k in value if isinstance(k, str) and ":" in k]
-    if slipped:
-        fixed = ", ".join(k.replace(":", ": ", 1) if v is None else f"{k}: {v}" for k, v in value.items())
-        raise ConfigError(f"config key {key!r} in {where}: {slipped[0]!r} reads as one key with no value; YAML "
-                          f"needs a space after each colon: {{{fixed}}}")
 
 
 def _last(layers: list[tuple[list, str]], path: tuple[str, ...], default: Any) -> Any:
