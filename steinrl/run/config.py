@@ -383,11 +383,14 @@ def load_config(algo: str | None = None, env: str | None = None, overrides: Mapp
 
 
 def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
-    """Write the resolved config (plus ``meta`` under ``_meta``) as YAML."""
+    """Write the resolved config (plus ``meta`` under ``_meta``) as YAML, atomically (a resume
+    rewrites a run's config.yaml: a kill then must not leave half of it)."""
+    from steinrl.run.checkpoint import write_atomic
+
     data = cfg.to_dict()
     if meta:
         data["_meta"] = dict(meta)
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def read_run_config(path: str | Path) -> Config:
