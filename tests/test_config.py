@@ -188,3 +188,11 @@ def test_a_mapping_without_spaces_after_its_colons_hints_at_yaml(tmp_path, capsy
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: config key 'update.kernel'")
     assert "YAML needs a space after each colon: {name: imq, beta: -0.3}" in err
     assert "has no parameter" not in err and not (tmp_path / "runs").exists()
+
+
+def test_docs_config_md_joins_a_kernels_parameters_without_doubled_stops():
+    """A kernel's parameter docs end in a full stop: joined with "; " they read "number.; `beta`"."""
+    from steinrl.run.docs import render
+
+    text = render()
+    assert ".;" not in text and "a fixed positive number; `beta` (-0.5)" in text
