@@ -75,6 +75,12 @@ class Job(Protocol):
         """The config every seed of a batch of several records (what the batch needs pinned),
         or a ConfigError if this kind of run cannot batch seeds."""
 
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> str | None:
+        """One line for a user about to train ``seeds`` as one batch (``cfg``: the config before
+        :meth:`batch_config`): where a seed's run in the batch is not the run of that seed alone,
+        whose run it is; None: nothing to say."""
+
     # --- an instance: built from a config and its seeds ---------------------------------
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None: ...
 

@@ -177,6 +177,11 @@ class BanditJob:
     def batch_config(cfg: Any, seeds: list[int]) -> Any:
         raise ConfigError(f"a bandit run plays one seed; run seeds {seeds} as a sweep")
 
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> None:
+        """Nothing to say: a bandit run plays one seed (:meth:`batch_config` refuses several)."""
+        return None
+
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         if seeds is not None and list(seeds) != [cfg.seed]:
             raise ConfigError(f"a bandit run plays one seed ({cfg.seed}); run several seeds as a sweep, not {seeds}")

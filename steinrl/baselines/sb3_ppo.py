@@ -207,6 +207,11 @@ class SB3PPOJob:
         """Seeds trained together need nothing pinned: each has its own model (``cfg`` as is)."""
         return cfg
 
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> None:
+        """Nothing to say: each seed trains as SB3's ``learn`` alone would."""
+        return None
+
     @property
     def num_steps(self) -> int:
         """Iterations: ``timesteps`` in whole rollouts of ``n_steps * n_envs`` env steps."""

@@ -249,6 +249,19 @@ class PolicyGradientJob:
         env_backend(cfg, len(seeds))  # a ConfigError if the backend cannot batch seeds
         return cfg.replace({"rollout.env_backend": "torch"})
 
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> str:
+        """Whose runs a batch's seeds are: those of ``--seed S`` alone where that steps the torch
+        twins too (a GPU), else (the CPU's numpy envs) those of ``--seed S --set
+        rollout.env_backend=torch``; either to float rounding only (``tests/test_seeds.py``)."""
+        rounding = "to float rounding only (the batch sums in another order; training amplifies it over the iterations)"
+        alone = env_backend(cfg, 1)
+        if alone == "torch":
+            return f"note: seed S of the batch is the run of `--seed S` alone, {rounding}"
+        return (f"note: a batch of seeds steps the envs' torch twins (rollout.env_backend=torch, in each seed's "
+                f"config.yaml), a seed alone on {cfg.device} the {alone} envs (other episodes): seed S here is the run "
+                f"of `--seed S --set rollout.env_backend=torch`, not of `--seed S`, {rounding}")
+
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         self.cfg = cfg
         self.seeds = check_seeds(cfg, seeds)

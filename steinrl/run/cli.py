@@ -130,7 +130,11 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
                               "on its own)")
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg, _parse_seeds(args.seeds))  # validates everything before any directory is made
-        return run_training(trainer, _claim_seed_runs(trainer), command)
+        run_dirs = _claim_seed_runs(trainer)
+        note = trainer.algorithm.job.batch_note(cfg, trainer.seeds) if len(trainer.seeds) > 1 else None
+        if note:
+            print(note, file=sys.stderr)
+        return run_training(trainer, run_dirs, command)
     if not args.resume:
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg)
@@ -198,7 +202,8 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
     callbacks = [cb for i, d in enumerate(run_dirs) for cb in (MetricsCallback(d.path, cfg.run.tensorboard, i),
                                                                checkpoints[i])]
     desc = f"{cfg.algo} {cfg.env}" + (f" seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else "")
-    callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc))
+    callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc, seed=seeds[0] if len(seeds) > 1
+                                      else None))
     with ExitStack() as stack, GracefulStop() as stop:
         for i, d in enumerate(run_dirs):
             stack.enter_context(d)

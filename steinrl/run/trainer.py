@@ -63,8 +63,9 @@ class Trainer:
 
     :param config: a resolved config (:func:`steinrl.load_config`).
     :param seeds: several seeds trained as one batch (RL; each seed is the run it would be
-        alone, to float rounding); default ``[config.seed]``. Everything per seed (scalars,
-        checkpoints, configs) is indexed by the seed's position in ``seeds``.
+        alone with the batch's config, to float rounding: the torch envs, ``rollout.env_backend``
+        torch, which a single seed on the CPU does not use by default); default ``[config.seed]``.
+        Everything per seed (scalars, checkpoints, configs) is indexed by the seed's position in ``seeds``.
     """
 
     def __init__(self, config: Config, seeds: list[int] | None = None) -> None:
