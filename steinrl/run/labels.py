@@ -1,0 +1,92 @@
+"""Short, readable names for config settings and metric keys, wherever a person reads them:
+figure legends and axes (:mod:`steinrl.run.plotting`), ``steinrl compare``'s ``params`` column
+and the settings a run prints at its start.
+
+A setting is shown as ``key=value`` with the key's section dropped where no other key in view
+has the same name (``update.kernel`` -> ``kernel``, while ``update.lr`` and ``critic.lr`` keep
+theirs), and a part with parameters as its name and the parameters that differ from its own
+defaults (``{'name': 'imq', 'bandwidth': 'svpg', 'beta': -0.3}`` -> ``imq(β=-0.3)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["short_value", "short_keys", "settings_label", "metric_label", "METRIC_NAMES", "SYMBOLS"]
+
+#: Parameters shown by their symbol in the papers' notation.
+SYMBOLS = {"beta": "β", "temperature": "α"}
+
+#: Metric keys (SB3's TensorBoard names, steinrl's) in words, for axis labels; other keys are shown as they are.
+METRIC_NAMES = {
+    "rollout/ep_rew_max_particle": "best particle's mean return",
+    "rollout/ep_rew_mean": "mean episode return",
+    "rollout/ep_rew_mean_100": "mean return, last 100 episodes",
+    "rollout/ep_len_mean": "mean episode length",
+    "rollout/episodes": "episodes per iteration",
+    "bandit/cumulative_regret": "cumulative regret",
+    "bandit/cumulative_reward": "cumulative reward",
+    "bandit/normalized_reward": "reward / optimal reward",
+    "train/value_loss": "value loss",
+    "train/explained_variance": "explained variance",
+    "train/bandwidth": "kernel bandwidth h",
+    "train/kernel_mean": "mean kernel value",
+    "train/entropy": "policy entropy",
+    "time/fps": "env steps per second",
+    "time/total_env_steps": "env steps",
+}
+
+
+def metric_label(key: str) -> str:
+    """``key`` in words (:data:`METRIC_NAMES`), or ``key`` itself where it has none."""
+    return METRIC_NAMES.get(key, key)
+
+
+def _part_defaults(name: Any) -> dict[str, Any]:
+    """The declared parameter defaults of the registered kernel ``name`` (``{}`` for another name)."""
+    from steinrl.core.kernels import KERNELS
+
+    if not isinstance(name, str) or name not in KERNELS.names():
+        return {}
+    return {o.name: o.default for o in KERNELS.get(name).options}
+
+
+def short_value(value: Any) -> str:
+    """A config value in short form: a part with parameters ``name(p=v, ...)`` (only those off its
+    defaults; parameters by :data:`SYMBOLS`), floats ``%g``, booleans lower case, lists without spaces."""
+    if isinstance(value, Mapping) and "name" in value:
+        defaults = _part_defaults(value["name"])
+        missing = object()
+        params = [f"{SYMBOLS.get(k, k)}={short_value(v)}" for k, v in value.items()
+                  if k != "name" and defaults.get(k, missing) != v]
+        return f"{value['name']}({', '.join(params)})" if params else str(value["name"])
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={short_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(short_value(v) for v in value) + "]"
+    return str(value)
+
+
+def short_keys(keys: Iterable[str], known: Iterable[str] = ()) -> dict[str, str]:
+    """Each dotted key of ``keys`` -> its shown name: without its section where no other key of
+    ``keys`` or ``known`` (e.g. every key of the configs in view) has the same last part."""
+    keys = list(keys)
+    names: dict[str, set[str]] = {}
+    for key in {*keys, *known}:
+        names.setdefault(key.rsplit(".", 1)[-1], set()).add(key)
+    shown = {}
+    for key in keys:
+        last = key.rsplit(".", 1)[-1]
+        shown[key] = SYMBOLS.get(last, last) if len(names[last]) == 1 else key
+    return shown
+
+
+def settings_label(values: Mapping[str, Any], known: Iterable[str] = ()) -> str:
+    """``key=value ...`` in short form (:func:`short_keys`, :func:`short_value`), in the given order."""
+    shown = short_keys(values, known)
+    return " ".join(f"{shown[k]}={short_value(v)}" for k, v in values.items())
