@@ -67,7 +67,36 @@ def _check_args(args: argparse.Namespace) -> None:
         output_file(args.video, "--video", VIDEO_SUFFIXES)
 
 
+def _held(path: Path) -> tuple[int, str]:
+    """``(episodes per policy, what it held)`` of an earlier scores file (0 episodes: a bandit
+    run's metrics, or a file that is not one)."""
+    from datetime import datetime
+
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        old = None
+    when = f"written {datetime.fromtimestamp(path.stat().st_mtime):%Y-%m-%d %H:%M}"
+    if not isinstance(old, dict) or not isinstance(old.get("episodes_per_row"), int):
+        return 0, when
+    actions = "deterministic" if old.get("deterministic", True) else "stochastic"
+    return old["episodes_per_row"], f"{old['episodes_per_row']} episodes per policy, seed {old.get('seed')}, " \
+        f"{actions}, {when}"
+
+
 def _write_json(out: Path, data: dict[str, Any]) -> None:
+    """Write the scores to ``out``. An earlier file there is replaced, with a line saying what it
+    held, unless it scored more episodes per policy than these (a short evaluation for a video):
+    then it is kept, and these go beside it as ``<name>-<N>ep.json``."""
+    episodes = data.get("episodes_per_row", 0)
+    if out.is_file():
+        held, what = _held(out)
+        if held > episodes:
+            beside = out.with_name(f"{out.stem}-{episodes}ep{out.suffix}")
+            print(f"kept {out} ({what}): these {episodes} episodes per policy go beside it")
+            _write_json(beside, data)
+            return
+        print(f"replaced {out} ({what})")
     try:
         out.write_text(json.dumps(data, indent=2))
     except OSError as exc:
