@@ -31,7 +31,7 @@ from steinrl.run.labels import metric_label, settings_label
 from steinrl.run.logger import read_metrics
 
 __all__ = ["Curve", "Panel", "Drawn", "draw_panels", "split_off_scale", "band_note", "find_runs", "collect_curves",
-           "plot_runs", "IDENTITY_FREE_KEYS", "PANELS_PER_ROW", "MIN_BAND_SEEDS"]
+           "config_identity", "plot_runs", "IDENTITY_FREE_KEYS", "PANELS_PER_ROW", "MIN_BAND_SEEDS"]
 
 #: Config keys that do not make a run a different configuration: its seed, its length (the
 #: total a resume may raise), where it ran and the run loop's bookkeeping (``run.*``).
@@ -250,7 +250,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     return list(runs.values())
 
 
-def _identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def config_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The config's keys (dotted, ``update.lr``) that make its configuration, with their values."""
     flat: dict[str, Any] = {}
     for key, value in cfg.items():
@@ -303,7 +303,7 @@ def collect_curves(paths: Sequence[str | Path], key: str | None) -> list[_Group]
         if not curve:
             print(f"warning: {run} has no {run_key!r} values; skipped", file=sys.stderr)
             continue
-        identity = _identity(cfg)
+        identity = config_identity(cfg)
         group = next((g for g in groups if (g.env, g.algo, g.identity) == (cfg.env, cfg.algo, identity)), None)
         if group is None:
             group = _Group(cfg.env, cfg.algo, identity, x_key.split("/")[-1], run_key, {})
