@@ -193,6 +193,7 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
 
     import steinrl
     from steinrl.errors import NonFiniteError
+    from steinrl.run.labels import settings_lines
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
     run_dirs = list(run_dirs) if isinstance(run_dirs, (list, tuple)) else [run_dirs]
@@ -214,6 +215,8 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
                 meta["seed_batch"] = seeds
             d.write_config(seed_cfg, meta)
             print(f"run directory{f' (seed {seed_cfg.seed})' if len(seeds) > 1 else ''}: {d.path}", file=sys.stderr)
+        if cfg.run.progress:  # what took effect (not with --no-progress)
+            print(*settings_lines(cfg, ("run", "seed") if len(seeds) > 1 else ("run",)), sep="\n", file=sys.stderr)
         try:
             status = fit(trainer, callbacks, stop)
         except NonFiniteError as exc:

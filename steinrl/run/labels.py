@@ -90,3 +90,37 @@ def settings_label(values: Mapping[str, Any], known: Iterable[str] = ()) -> str:
     """``key=value ...`` in short form (:func:`short_keys`, :func:`short_value`), in the given order."""
     shown = short_keys(values, known)
     return " ".join(f"{shown[k]}={short_value(v)}" for k, v in values.items())
+
+
+def changed_settings(cfg: Mapping[str, Any], base: Mapping[str, Any], skip: Iterable[str] = ("run",)) -> dict[str, Any]:
+    """The keys of config ``cfg`` whose values differ from ``base``'s (dotted, in ``cfg``'s order;
+    the keys and sections of ``skip`` left out)."""
+    from steinrl.run.config import Section
+
+    skip = set(skip)
+    changed: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if key in skip:
+            continue
+        if isinstance(value, Section):  # a section, not a mapping option (a kernel)
+            theirs = base.get(key, {})
+            changed.update({f"{key}.{k}": v for k, v in value.items() if f"{key}.{k}" not in skip
+                            and (not isinstance(theirs, Mapping) or theirs.get(k) != v)})
+        elif base.get(key) != value:
+            changed[key] = value
+    return changed
+
+
+def settings_lines(cfg: Any, skip: Iterable[str] = ("run",), width: int = 120) -> list[str]:
+    """What a run prints at its start: the settings in effect that differ from those of ``steinrl
+    train --algo <algo> --env <env>`` (the declared defaults and the task's ``configs/<env>.yaml``),
+    in short form (the kernel and its parameters, ``kernel=imq(β=-0.3)``), wrapped at ``width``."""
+    import textwrap
+
+    from steinrl.run.config import load_config
+
+    changed = changed_settings(cfg, load_config(cfg.algo, cfg.env), skip)
+    known = [f"{s}.{k}" for s, section in cfg.items() if isinstance(section, Mapping) for k in section]
+    what = settings_label(changed, known) if changed else "none"
+    head = f"settings beyond the defaults of {cfg.algo} on {cfg.env}: "
+    return textwrap.wrap(head + what, width=width, subsequent_indent="  ", break_on_hyphens=False)
