@@ -216,6 +216,9 @@ def make_vec(
     env_id = resolve_env_id(name)
     default_mode = "vector_entry_point" if is_steinrl_env(env_id) else "sync"
     mode = vectorization_mode or default_mode
+    if mode == "warp":
+        raise ConfigError(f"vectorization warp runs {env_id} as torch tensors on a device "
+                          "(steinrl.envs.warp_mujoco.make_warp_vec), not as a Gymnasium vector env")
     if mode in ("auto", "envpool"):
         from .envpool import (
             ENVPOOL_TASKS,

@@ -68,7 +68,10 @@ def env_backend(cfg: Any, seeds: int = 1) -> str:
     (several seeds in one batch need the torch twins: each seed group resets from its own
     generator)."""
     from steinrl.envs.torch_tasks import TORCH_TASKS
+    from steinrl.envs.warp_mujoco import warp_backend
 
+    if warp_backend(cfg):  # a MuJoCo task on MuJoCo Warp: a device task, on any device
+        return "torch"
     has_twin = envs.is_steinrl_env(cfg.env) and next(
         (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
     backend = cfg.rollout.env_backend
@@ -270,8 +273,10 @@ class PolicyGradientJob:
         graphed = graph_mode(cfg, backend)  # a ConfigError before anything is built
         if backend == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
+            from steinrl.envs.warp_mujoco import make_warp_vec, warp_backend
 
-            self.envs = make_torch_vec(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
+            make = make_warp_vec if warp_backend(cfg) else make_torch_vec
+            self.envs = make(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
             task: HostTask | DeviceTask = DeviceTask(self.envs)
             single = envs.make(cfg.env)
             spaces = single.observation_space, single.action_space
@@ -346,6 +351,8 @@ class PolicyGradientJob:
         S, M = len(self.seeds), self.cfg.particles
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
                                  iteration + 1)  # messages count iterations from 1
+        if host.get("envs/overflowed", 0):  # MuJoCo Warp dropped contacts: its named error
+            self.envs.check_overflow()
         steps = host["steps"]
         self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
         self.seconds += t2 - t0
@@ -371,7 +378,8 @@ class PolicyGradientJob:
         train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
         return {"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
                 "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
-                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}}
+                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()},
+                **({"envs/overflowed": self.envs.overflowed().any()} if hasattr(self.envs, "overflowed") else {})}
 
     def _iterate(self, iteration: int) -> Tensor:
         """One graph-safe iteration (the step sizes set before): collect, learn, and what the host
