@@ -776,10 +776,10 @@ def warp_backend(cfg: Any) -> bool:
     if env_id is None:
         raise ConfigError(f"rollout.vectorization warp runs {', '.join(WARP_TASKS)}; got {cfg.env!r}: use "
                           "vectorization auto, sync or envpool")
-    if not warp_installed():
-        raise ConfigError(f"rollout.vectorization warp: MuJoCo Warp is not installed ({INSTALL_HINT}); use "
-                          "vectorization auto, sync or envpool")
     if rollout.env_backend == "numpy":
         raise ConfigError("rollout.vectorization warp steps the envs on the device as torch tensors: "
                           "rollout.env_backend must be auto or torch, not numpy")
+    if not warp_installed():
+        raise ConfigError(f"rollout.vectorization warp: MuJoCo Warp is not installed ({INSTALL_HINT}); use "
+                          "vectorization auto, sync or envpool")
     return True
