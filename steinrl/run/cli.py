@@ -193,6 +193,7 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
 
     import steinrl
     from steinrl.errors import NonFiniteError
+    from steinrl.run.best import BestCheckpointCallback
     from steinrl.run.labels import settings_lines
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
@@ -200,8 +201,10 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
     cfg, seeds = trainer.config, trainer.seeds
     start, first = time.perf_counter(), trainer.iteration
     checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every, i) for i, d in enumerate(run_dirs)]
-    callbacks = [cb for i, d in enumerate(run_dirs) for cb in (MetricsCallback(d.path, cfg.run.tensorboard, i),
-                                                               checkpoints[i])]
+    # an iteration's held-out evaluation (best.pt) before the checkpoint that covers it
+    callbacks = [cb for i, d in enumerate(run_dirs) for cb in (
+        MetricsCallback(d.path, cfg.run.tensorboard, i),
+        BestCheckpointCallback(d.path, cfg.run.best_every, cfg.run.best_episodes, i), checkpoints[i])]
     desc = f"{cfg.algo} {cfg.env}" + (f" seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else "")
     callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc, seed=seeds[0] if len(seeds) > 1
                                       else None))
@@ -253,6 +256,7 @@ def train(cfg: Config) -> Path:
 def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: int, seconds: float) -> None:
     """The end of a run: its status, iterations and headline. Iterations are counted from 1, as in
     the progress bar and log lines (iteration k is metrics.jsonl's row k - 1)."""
+    from steinrl.run.best import read_best
     from steinrl.run.logger import read_metrics
     from steinrl.run.loop import planned_iterations
 
@@ -261,9 +265,13 @@ def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: i
     if status == "interrupted":
         print(f"stopped after iteration {trainer.iteration} of {planned}; checkpoint saved. "
               f"Continue with: steinrl train --resume {run_dir}", file=sys.stderr)
+    best = read_best(run_dir)
+    held = (f"; held-out best {best['score']:.1f} at iteration {best['iteration']} (best.pt)"
+            if best and isinstance(best.get("score"), (int, float)) else "")
     print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {planned}) in "
-          f"{seconds:.1f} s; {result}; run {run_dir}\n"
-          f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
+          f"{seconds:.1f} s; {result}{held}; run {run_dir}\n"
+          f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}"
+          + (f"  |  steinrl evaluate {run_dir} --checkpoint best" if held else ""), file=sys.stderr)
 
 
 # --- the steinrl command ----------------------------------------------------------------

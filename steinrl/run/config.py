@@ -34,6 +34,7 @@ import yaml
 
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, check_yaml_colons, coerce, non_negative, seed_range
+from steinrl.run.best import BEST_OPTIONS
 from steinrl.run.legacy import check_moved, migrate_run_config
 
 __all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
@@ -56,6 +57,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("logdir", str, "runs", "Root directory; a run lives in <logdir>/<env>/<algo>/<run_name>."),
     Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
     Option("checkpoint_every", int, 50, "A checkpoint every this many iterations, and at the end.", check=at_least_one),
+    *BEST_OPTIONS,  # best_every, best_episodes: steinrl.run.best
     Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
            "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),

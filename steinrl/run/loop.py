@@ -248,10 +248,10 @@ class RunDirectory:
 
     def clear_aborted_start(self) -> None:
         """Remove what a start killed before its first checkpoint left (config, metrics,
-        TensorBoard events), so the new start logs from step 0 without duplicates."""
+        TensorBoard events, a best checkpoint), so the new start logs from step 0 without duplicates."""
         if self.checkpoint.exists():
             raise ConfigError(f"{self.path} holds a checkpoint: resume it instead")
-        for pattern in (CONFIG_NAME, "metrics.jsonl", "events.out.tfevents.*"):
+        for pattern in (CONFIG_NAME, "metrics.jsonl", "events.out.tfevents.*", "best.pt", "best.json"):
             for leftover in self.path.glob(pattern):
                 leftover.unlink()
 
