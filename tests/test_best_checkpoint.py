@@ -99,3 +99,16 @@ def test_bad_best_options(tmp_path, capsys, value, message):
                                 "--logdir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_scores_the_best_checkpoint(tmp_path, monkeypatch):
+    from steinrl.sb3.compare import compare_runs
+
+    monkeypatch.setattr(best_module, "heldout_score", scripted({1: 1.0, 2: 3.0, 3: 2.0}))
+    run = trained_run(tmp_path, iterations=3, **{"run.best_every": 1})
+    monkeypatch.undo()
+    best = compare_runs([run], checkpoint="best", episodes=1, heldout_episodes=1)
+    last = compare_runs([run], episodes=1, heldout_episodes=1)
+    assert {r["run"] for r in best} == {str(run / "best.pt")} and {r["iterations"] for r in best} == {2}
+    assert {r["run"] for r in last} == {str(run)} and {r["iterations"] for r in last} == {3}
+    assert compare_runs([run / "best.pt"], episodes=1, heldout_episodes=1)[0]["run"] == str(run / "best.pt")

@@ -106,14 +106,15 @@ def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[s
 
 
 def compare_runs(paths: Sequence[str | Path], labels: Sequence[dict[str, str]] | None = None,
-                 **options: Any) -> list[dict[str, Any]]:
-    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`).
+                 checkpoint: str = "last", **options: Any) -> list[dict[str, Any]]:
+    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`;
+    ``checkpoint``: of :func:`~steinrl.sb3.evaluation.find_runs`, ``best`` scores each run's best.pt).
 
     ``params`` names a sweep trial's grid / search values and the spec ``config`` values that
     differ between the compared trials of the same env and algo; ``labels[i]`` (optional), the
     ``key=value`` labels of ``paths[i]``'s rows (:func:`label_rows`)."""
     labels = list(labels) if labels is not None else [{} for _ in paths]
-    found = [(record, labels[i]) for i, path in enumerate(paths) for record in find_runs([path])]
+    found = [(record, labels[i]) for i, path in enumerate(paths) for record in find_runs([path], checkpoint)]
     if not found:
         raise ConfigError("no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under "
                           f"{', '.join(map(str, paths))}")
@@ -348,6 +349,9 @@ def compare_parser(prog: str = "steinrl compare") -> Parser:
     p.add_argument("--heldout-episodes", type=int, default=3, help="select: episodes per particle (default 3)")
     p.add_argument("--heldout-seed", type=int, help="select: seed of the held-out episodes (default seed + 1000)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
+    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
+                   help="a steinrl run directory's policy: last (checkpoint.pt) or best (best.pt, from its held-out "
+                        "evaluations every run.best_every iterations, where it has one; the run column names it)")
     p.add_argument("--moved", type=float, default=MOVED_METRES, metavar="METRES",
                    help="a run moved when its mean forward distance (the torso's x displacement over an evaluation "
                         f"episode, locomotion tasks) is at least this (default {MOVED_METRES:g})")
@@ -383,7 +387,8 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
     if runs:
         rows = compare_runs([path for path, _ in runs], [values for _, values in runs], episodes=args.episodes,
                             seed=args.seed, ensemble=args.ensemble, heldout_episodes=args.heldout_episodes,
-                            heldout_seed=args.heldout_seed, deterministic=not args.stochastic, device=args.device)
+                            heldout_seed=args.heldout_seed, deterministic=not args.stochastic, device=args.device,
+                            checkpoint=args.checkpoint)
     for path, values in sources:
         if path.suffix == ".csv":
             table = read_comparison(path)
