@@ -37,6 +37,8 @@ class Job(Protocol):
     headline_mode: ClassVar[HeadlineMode]
     #: The scalar curves are drawn against; None: the iteration index.
     x_metric: ClassVar[str | None]
+    #: Its scalars in words, for figure axes (``{"rollout/ep_rew_mean": "mean episode return"}``).
+    metric_labels: ClassVar[dict[str, str]]
     #: Top-level config options of this kind of run (besides the Trainer's own).
     options: ClassVar[tuple[Option, ...]]
 

@@ -134,11 +134,11 @@ def test_cli_seeds_say_whose_runs_they_are_and_which_seed_the_progress_shows(tmp
                        "rollout.envs_per_particle=2", "--set", "critic.steps=2", "--seeds", "3,8"]) == 0
     err = capsys.readouterr().err
     note = err.splitlines()[0]
-    assert note.startswith("note: a batch of seeds steps the envs' torch twins")
-    assert "`--seed S --set rollout.env_backend=torch`, not of `--seed S`" in note and "float rounding" in note
+    assert note.startswith("note: the batch steps the envs' torch twins (rollout.env_backend=torch")
+    assert "seed S is the run of `--seed S --set rollout.env_backend=torch` alone, not of `--seed S` (on cpu it " \
+        "steps the numpy envs)" in note and "float rounding" in note
     progress = [line for line in err.splitlines() if line.startswith("[svgd-a2c Cartpole seeds 3,8] iteration")]
     assert len(progress) == 2 and all(" seed=3 ret=" in line and " best=" in line for line in progress)
     # where a seed alone steps the torch twins too (a GPU), only the rounding is left to say
     cuda = steinrl.load_config("svgd-a2c", "Cartpole", {**CONFIG, "rollout.env_backend": "auto", "device": "cuda"})
-    assert PolicyGradientJob.batch_note(cuda, [0, 1]).startswith("note: seed S of the batch is the run of `--seed S` "
-                                                                  "alone, to float rounding only")
+    assert "seed S is the run of `--seed S` alone, to float rounding only" in PolicyGradientJob.batch_note(cuda, [0, 1])

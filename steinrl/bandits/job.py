@@ -87,6 +87,9 @@ class BanditJob:
     headline_metric = "bandit/cumulative_regret"
     headline_mode = "min"  #: smaller regret is better
     x_metric = "bandit/rounds"  #: curves are drawn against the rounds played
+    #: its scalars in words, for figure axes
+    metric_labels = {"bandit/cumulative_regret": "cumulative regret", "bandit/cumulative_reward": "cumulative reward",
+                     "bandit/normalized_reward": "reward / optimal reward"}
     options: tuple[Option, ...] = (
         Option("rounds", int, 2000, "Rounds to play (Showdown: 2000 contexts).", check=at_least_one),
         Option("particles", int, 20, "Number of particles M (Stein Thompson sampling).", check=at_least_one),

@@ -130,6 +130,8 @@ class SB3PPOJob:
     headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
+    #: its scalars in words, for figure axes (its headline is the RL job's key, named there)
+    metric_labels = {"rollout/ep_rew_mean_100": "mean return, last 100 episodes", "time/total_env_steps": "env steps"}
     #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
     check_env = staticmethod(envs.resolve_env_id)
     options: tuple[Option, ...] = (

@@ -31,7 +31,7 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import UpdateStats, pack, to_host, unpack
+from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -131,6 +131,7 @@ class PolicyGradientJob:
     headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"  #: larger returns are better
     x_metric = None  #: curves are drawn against the iteration
+    metric_labels = METRIC_LABELS  #: its scalars in words, for figure axes
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
         Option("iterations", int, 1000, "Number of iterations (total, also when resuming); ignored when total_steps "
@@ -254,16 +255,12 @@ class PolicyGradientJob:
 
     @staticmethod
     def batch_note(cfg: Any, seeds: list[int]) -> str:
-        """Whose runs a batch's seeds are: those of ``--seed S`` alone where that steps the torch
-        twins too (a GPU), else (the CPU's numpy envs) those of ``--seed S --set
-        rollout.env_backend=torch``; either to float rounding only (``tests/test_seeds.py``)."""
-        rounding = "to float rounding only (the batch sums in another order; training amplifies it over the iterations)"
+        """Whose runs a batch's seeds are, to float rounding (``tests/test_seeds.py``)."""
         alone = env_backend(cfg, 1)
-        if alone == "torch":
-            return f"note: seed S of the batch is the run of `--seed S` alone, {rounding}"
-        return (f"note: a batch of seeds steps the envs' torch twins (rollout.env_backend=torch, in each seed's "
-                f"config.yaml), a seed alone on {cfg.device} the {alone} envs (other episodes): seed S here is the run "
-                f"of `--seed S --set rollout.env_backend=torch`, not of `--seed S`, {rounding}")
+        who = "`--seed S` alone" if alone == "torch" else ("`--seed S --set rollout.env_backend=torch` alone, not of "
+                                                          f"`--seed S` (on {cfg.device} it steps the {alone} envs)")
+        return (f"note: the batch steps the envs' torch twins (rollout.env_backend=torch, in each seed's config.yaml): "
+                f"seed S is the run of {who}, to float rounding only, which training amplifies over the iterations")
 
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         self.cfg = cfg

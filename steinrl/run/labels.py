@@ -13,34 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["short_value", "short_keys", "settings_label", "metric_label", "METRIC_NAMES", "SYMBOLS"]
+__all__ = ["short_value", "short_keys", "settings_label", "metric_label", "changed_settings", "settings_lines",
+           "SYMBOLS"]
 
 #: Parameters shown by their symbol in the papers' notation.
 SYMBOLS = {"beta": "β", "temperature": "α"}
 
-#: Metric keys (SB3's TensorBoard names, steinrl's) in words, for axis labels; other keys are shown as they are.
-METRIC_NAMES = {
-    "rollout/ep_rew_max_particle": "best particle's mean return",
-    "rollout/ep_rew_mean": "mean episode return",
-    "rollout/ep_rew_mean_100": "mean return, last 100 episodes",
-    "rollout/ep_len_mean": "mean episode length",
-    "rollout/episodes": "episodes per iteration",
-    "bandit/cumulative_regret": "cumulative regret",
-    "bandit/cumulative_reward": "cumulative reward",
-    "bandit/normalized_reward": "reward / optimal reward",
-    "train/value_loss": "value loss",
-    "train/explained_variance": "explained variance",
-    "train/bandwidth": "kernel bandwidth h",
-    "train/kernel_mean": "mean kernel value",
-    "train/entropy": "policy entropy",
-    "time/fps": "env steps per second",
-    "time/total_env_steps": "env steps",
-}
-
-
 def metric_label(key: str) -> str:
-    """``key`` in words (:data:`METRIC_NAMES`), or ``key`` itself where it has none."""
-    return METRIC_NAMES.get(key, key)
+    """``key`` in words, as a job declares it (``metric_labels``; the first job that names it), or
+    ``key`` itself where none does. The run stack names no metric itself."""
+    from steinrl.run.algos import JOBS
+
+    return next((job.metric_labels[key] for _, job in JOBS.items() if key in getattr(job, "metric_labels", {})), key)
 
 
 def _part_defaults(name: Any) -> dict[str, Any]:
