@@ -136,8 +136,8 @@ class WarpMujocoTask:
     :param deterministic: MuJoCo Warp's deterministic mode (stable contact order, canonical
         constraint rows, order-invariant atomic sums): a run repeats its numbers on a GPU. Off, a
         GPU's atomics may order sums differently from run to run (the CPU runs kernels serially).
-    :param physics_graph: replay each step's physics as a Warp graph (None: on the CPU only; a
-        GPU's eager steps launch the kernels one by one, its captured iterations record them).
+    :param physics_graph: replay each step's physics as a Warp graph (:meth:`physics`; None: yes;
+        a captured iteration records the kernels into its own graph either way).
     :param kernel_cache: where Warp keeps compiled kernels (:func:`configure`).
     """
 
@@ -227,8 +227,8 @@ class WarpMujocoTask:
         self._streams: dict[int, Any] = {}
         self._captures: list[Any] = []  # Warp's records of the torch captures that hold its launches
         self._conditional = self.device.type == "cpu" or self._conditional_supported()
-        #: replay the physics as a Warp graph (None: on the CPU, where it pays most; see :meth:`physics`)
-        self.physics_graph = self.device.type == "cpu" if physics_graph is None else bool(physics_graph)
+        #: replay the physics as a Warp graph (see :meth:`physics`)
+        self.physics_graph = True if physics_graph is None else bool(physics_graph)
         self._graph: Any = None  # the Warp graph of the physics
         self._physics_warm = False
         self._extra_init()
@@ -310,11 +310,13 @@ class WarpMujocoTask:
     def physics(self) -> None:
         """``frame_skip`` MuJoCo Warp steps of every world (and :meth:`after_physics`).
 
-        With :attr:`physics_graph` (the CPU's default), the launches are recorded once into a Warp
-        graph (after a first eager call has compiled the kernels) and replayed: on the CPU ten to
-        forty times faster than launching each kernel from Python, with the same numbers
+        With :attr:`physics_graph` (the default), the launches are recorded once into a Warp
+        graph (after a first eager call has compiled the kernels; on a GPU on a stream of its own,
+        as a capture cannot run on the default stream) and replayed on the current stream: on the
+        CPU ten to forty times faster than launching each kernel from Python, with the same numbers
         (tests/test_warp_mujoco.py). Inside a torch CUDA-graph capture the kernels are launched
-        into torch's graph instead."""
+        into torch's graph instead. A recording that fails is reported once (a warning) and the
+        steps launch eagerly from then on."""
         wp = self._wp
         with self._launching() as (stream, torch_capturing):
             if not self.physics_graph or torch_capturing or not self._physics_warm:
@@ -322,10 +324,31 @@ class WarpMujocoTask:
                 self._physics_warm = True
                 return
             if self._graph is None:
-                with wp.ScopedCapture(device=self._warp_device, stream=stream, force_module_load=False) as capture:
-                    self._substeps(graphed=True)
-                self._graph = capture.graph
+                try:
+                    self._graph = self._record()
+                except Exception as exc:  # eager launches from now on (the same numbers, slower)
+                    import warnings
+
+                    warnings.warn(f"{self.env_id}: recording the physics as a Warp graph failed ({type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:200]}); its kernels launch one by one", stacklevel=2)
+                    self.physics_graph = False
+                    self._substeps(graphed=False)
+                    return
             wp.capture_launch(self._graph, stream=stream)
+
+    def _record(self) -> Any:
+        """The Warp graph of :meth:`_substeps` (recorded, not run)."""
+        wp = self._wp
+        if self.device.type == "cpu":
+            with wp.ScopedCapture(device="cpu", force_module_load=False) as capture:
+                self._substeps(graphed=True)
+            return capture.graph
+        side = wp.stream_from_torch(torch.cuda.Stream(self.device))  # (kept alive by the graph's life below)
+        with wp.ScopedStream(side, sync_enter=False), \
+                wp.ScopedCapture(device=self._warp_device, stream=side, force_module_load=False) as capture:
+            self._substeps(graphed=True)
+        self._capture_stream = side
+        return capture.graph
 
     # --- resets --------------------------------------------------------------------------------
     @property
