@@ -802,6 +802,9 @@ def warp_backend(cfg: Any) -> bool:
     if rollout.env_backend == "numpy":
         raise ConfigError("rollout.vectorization warp steps the envs on the device as torch tensors: "
                           "rollout.env_backend must be auto or torch, not numpy")
+    if rollout.compile:
+        raise ConfigError("rollout.compile cannot trace MuJoCo Warp's kernels into a torch.compile graph: set it "
+                          "false (run.cuda_graph captures the whole iteration, physics included, on CUDA)")
     if not warp_installed():
         raise ConfigError(f"rollout.vectorization warp: MuJoCo Warp is not installed ({INSTALL_HINT}); use "
                           "vectorization auto, sync or envpool")

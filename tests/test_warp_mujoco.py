@@ -66,7 +66,8 @@ def test_a_missing_extra_is_one_error_line_naming_the_install_command(monkeypatc
 
 def test_choosing_warp_where_it_cannot_run_is_one_error_line():
     for env, extra, match in (("CartPole-v1", {}, "vectorization warp runs HalfCheetah-v5"),
-                              ("Hopper-v5", {"rollout.env_backend": "numpy"}, "env_backend must be auto or torch")):
+                              ("Hopper-v5", {"rollout.env_backend": "numpy"}, "env_backend must be auto or torch"),
+                              ("Hopper-v5", {"rollout.compile": True}, "rollout.compile cannot trace")):
         cfg = steinrl.load_config("svgd-ppo", env, {**SMALL, **extra})
         with pytest.raises(steinrl.ConfigError, match=match) as err:
             steinrl.Trainer(cfg)
