@@ -24,7 +24,7 @@ from conftest import stepped_with_a_restore
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import steinrl
-from steinrl.envs import warp_mujoco
+from steinrl.envs import warp_mujoco, warp_sim
 from steinrl.envs.warp_mujoco import INSTALL_HINT, WARP_TASKS, warp_installed
 
 HAVE_MUJOCO = importlib.util.find_spec("mujoco") is not None
@@ -53,6 +53,7 @@ def _in_tmp_path(tmp_path, monkeypatch):
 
 def test_a_missing_extra_is_one_error_line_naming_the_install_command(monkeypatch):
     monkeypatch.setattr(warp_mujoco, "warp_installed", lambda: False)
+    monkeypatch.setattr(warp_sim, "warp_installed", lambda: False)
     cfg = steinrl.load_config("svgd-ppo", "Hopper-v5", SMALL)
     with pytest.raises(steinrl.ConfigError) as err:
         steinrl.Trainer(cfg)
