@@ -147,11 +147,20 @@ def test_episodes_match_gymnasiums_from_the_same_states_and_a_fall_ends_at_the_s
 
 @needs_warp
 def test_time_limit_truncates_as_gymnasiums_time_limit():
+    """With a limit of 3 steps, Gymnasium's ``TimeLimit`` and the worlds truncate at the same step
+    (not terminated), and the next step is the world's autoreset (its step count restarts)."""
+    from steinrl import envs
+
+    ref = envs.make("Hopper-v5", max_episode_steps=3)
+    ref.reset(seed=0)
+    u = ref.unwrapped
     task = warp_mujoco.make_warp_vec("Hopper-v5", 2, max_episode_steps=3)
-    task.reset(seed=0)
+    task.start(torch.tensor(np.concatenate([u.data.qpos, u.data.qvel]), dtype=torch.float32)[:, None].repeat(1, 2))
     zero = torch.zeros(2, 3)
     flags = [tuple(x.tolist() for x in task.step(zero)[2:]) for _ in range(5)]
-    assert flags[2] == ([False, False], [True, True])  # the 3rd step: truncated, not terminated
+    theirs = [ref.step(np.zeros(3))[2:4] for _ in range(3)]
+    assert [(f[0][0], f[1][0]) for f in flags[:3]] == theirs == [(False, False), (False, False), (False, True)]
+    assert flags[2] == ([False, False], [True, True])
     assert flags[3] == ([False, False], [False, False]) and task.steps.tolist() == [1, 1]  # autoreset, then a step
 
 
