@@ -9,6 +9,7 @@ collect a batch with every particle, update, and return the iteration's scalars
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES, check_function_states
+from steinrl.core.updates import UPDATES, check_embedding_states
 from steinrl.errors import ConfigError
 from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
@@ -220,11 +221,11 @@ class PolicyGradientJob:
 
     @staticmethod
     def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
-        """A function-space kernel draws its B shared states from one iteration's batch of a seed:
-        ``update.function_states`` <= particles x ``rollout.batch_size``."""
+        """The embedding (a function-space kernel's, a spread controller's) draws its B shared states
+        from one iteration's batch of a seed: B <= particles x ``rollout.batch_size``."""
         held = values[""]["particles"] * values["rollout"]["batch_size"]
-        check_function_states(values.get("update", {}), held,
-                              f"a seed's batch holds (particles x rollout.batch_size = {held})")
+        check_embedding_states(values.get("update", {}), held,
+                               f"a seed's batch holds (particles x rollout.batch_size = {held})")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
@@ -349,6 +350,9 @@ class PolicyGradientJob:
                 "time/total_seconds": self.seconds,
             })
             rows.append(scalars)
+        repulsion = self.agent.optimizer.update.repulsion
+        if repulsion is not None:  # the iteration's score per seed (the bandit's reward)
+            repulsion.observe([row.get("rollout/ep_rew_max_particle", math.nan) for row in rows])
         return rows
 
     def _values(self, batch: Batch, stats: UpdateStats) -> dict[str, Tensor]:
