@@ -219,7 +219,7 @@ def named_spec(value: Any, current: Mapping[str, Any] | None, registry: Registry
     ``keep``: those that stay when the name changes.
 
     :raises ConfigError: naming the registered parts, or the parameters a part takes and what
-        values they take (with a hint where YAML's ``{name:imq}`` lost its spaces).
+        values they take.
     """
     first = registry.names()[0]
     if isinstance(value, str):
@@ -236,9 +236,8 @@ def named_spec(value: Any, current: Mapping[str, Any] | None, registry: Registry
     declared = {o.name: o for o in (*options_of(cls), *extra)}
     unknown = sorted(set(value) - set(declared) - {"name"})
     if unknown:
-        hint = " (YAML needs a space after each colon: {name: x, key: 1})" if any(":" in str(k) for k in unknown) else ""
         raise ConfigError(f"{what} {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
-                          f"{', '.join(declared) or 'none'}{hint}")
+                          f"{', '.join(declared) or 'none'}")
     spec = {"name": name}
     for key, option in declared.items():
         raw = value.get(key, base.get(key, option.default))

@@ -148,7 +148,7 @@ def test_kernel_choice_and_errors():
         IMQKernel(0.5)
     with pytest.raises(ConfigError, match=r"kernel 'imq': parameter 'beta' must be in \(-1, 0\)"):
         make_kernel({"name": "imq", "beta": 0.5})
-    with pytest.raises(ConfigError, match="has no parameter 'gamma'; its parameters: bandwidth, space, states, driving$"):
+    with pytest.raises(ConfigError, match="no parameter 'gamma'; its parameters: bandwidth, space, states, driving$"):
         make_kernel({"name": "rbf", "gamma": 2})
     with pytest.raises(ConfigError, match="bandwidth"):
         make_kernel({"name": "rbf", "bandwidth": "scott"})

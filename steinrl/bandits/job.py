@@ -141,7 +141,8 @@ class BanditJob:
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
             # the kernel of a Stein update and its repulsion (the protocol sets the optimizer and its step size)
-            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update)) if o.name in ("kernel", "repulsion"))
+            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update))
+                                       if o.name in ("kernel", "repulsion"))
         return sections
 
     @classmethod

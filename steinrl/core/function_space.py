@@ -18,8 +18,8 @@ weights by its Jacobian J_i = ∂f_i/∂θ_i (one batched vector-Jacobian produc
 
 and the driving term (the kernel's ``driving``) either averages the weight-space gradients
 g_j = ∇ log target(θ_j) (``driving="weights"``), or is written in function space too
-(``driving="functions"``): each gradient pushed forward to the outputs (J_j g_j, a Jacobian-vector product), averaged with the
-kernel there and pulled back:
+(``driving="functions"``): each gradient pushed forward to the outputs (J_j g_j, a
+Jacobian-vector product), averaged with the kernel there and pulled back:
 
     weights:    φ_i = (1/M) Σ_j K_ij g_j + rep_i
     functions:  φ_i = J_iᵀ (1/M) Σ_j K_ij J_j g_j + rep_i
@@ -102,7 +102,8 @@ def function_space_direction(outputs: Tensor, params: Sequence[Tensor], grad: Te
     info = terms.info()
     info["attractive_norm"] = att.square().sum((-2, -1)).sqrt()
     if repulsion is not None:
-        weight = repulsion(Forces(att.norm(dim=-1), rep.norm(dim=-1), terms.spread() / kernel.states))  # (G, m) or (G, 1)
+        spread = terms.spread() / kernel.states  # per shared input
+        weight = repulsion(Forces(att.norm(dim=-1), rep.norm(dim=-1), spread))  # (G, m) or (G, 1)
         info["repulsion_weight"] = weight.expand(G, m).mean(-1)
         rep = rep * weight[..., None]
     info["repulsive_norm"] = rep.square().sum((-2, -1)).sqrt()

@@ -205,7 +205,8 @@ def svgd_direction(
     info = terms.info()
     rep_sq = terms.repulsive_sq_norms()  # (G, M): M³, no pass over D
     att_sq = None
-    if repulsion is not None or attractive_norm or (attractive_norm is None and theta.shape[-1] <= ATTRACTIVE_NORM_MAX_DIM):
+    small = theta.shape[-1] <= ATTRACTIVE_NORM_MAX_DIM
+    if repulsion is not None or attractive_norm or (attractive_norm is None and small):
         # ‖K G‖_i² = (K (G Gᵀ) K)_ii: from an M×M Gram matrix, without forming the (M, D) term
         gg = _operand(g, precision)
         att_sq = ((terms.K @ (gg @ gg.mT).to(terms.K.dtype)) * terms.K).sum(-1).clamp_min(0.0) / M**2  # (G, M)

@@ -137,11 +137,13 @@ class ParticleRegressor:
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
             self.optimizer.set_lr(lr)
-            embed = None
-            if self.shared_inputs:  # the reward net's predictions on the minibatch's first B contexts (M, B k)
-                embed = (lambda shared=contexts[idx[:self.shared_inputs]]: self.net(shared).flatten(1))
+            shared = contexts[idx[:self.shared_inputs]]  # the embedding's inputs: the first B contexts
+
+            def embed(shared: torch.Tensor = shared) -> torch.Tensor:  # the reward net's predictions (M, B k)
+                return self.net(shared).flatten(1)
+
             info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n),
-                                       embed=embed).direction
+                                       embed=embed if self.shared_inputs else None).direction
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}
         scalars.update({k: float(v) for k, v in info.items()})
