@@ -31,7 +31,7 @@ A trial is correct when
 * ``--resume`` exits 0; or, when no checkpoint was ever written, exits 2 with one line
   saying ``has no checkpoint.pt`` (``has no config.yaml`` when killed before the config
   was written) and then the same command as the first one finishes the run (exit 0); or,
-  when the run had already finished, exits 2 with ``already has 12 iterations``;
+  when the run had already finished, exits 2 saying the run ``is done (12 iterations)``;
 * no ``*.tmp`` file is left in the run directory;
 * the run's ``metrics.jsonl`` rows without ``time/*`` keys equal those of one
   uninterrupted reference run (same seed and config), byte for byte as JSON;
@@ -44,7 +44,11 @@ and starts it again so that the remaining checks still run.
 
 One line per trial, then a last line:
 ``fault_injection trials=<n> exact_resumes=<k> orphans=<tmp files left> duplicate_steps=<duplicated TB steps>
-sweep_trials=<n> sweep_exact=<k>`` (the sweep's figures with the ``sweep`` kind).
+sweep_trials=<n> sweep_exact=<k> seed=<seed> failing=none`` (the sweep's figures with the ``sweep`` kind);
+with failures, ``failing=[...]`` names each failing trial, ``|``-separated:
+``<kind>/<signal>/<kill point>/seed=<seed>/trial=<index>: <what>``, where ``<what>`` is the first
+differing metric (``metric KEY iteration I: resumed X, straight Y``, or the first differing
+TensorBoard step) and any other problem (an exit code, a leftover file).
 Exit code 0 if every trial is correct, 1 otherwise.
 """
 
@@ -134,9 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         stuck = sum(t.stuck for t in done)
         print(f"{len(done) + len(sweeps)} trials in {time.monotonic() - t0:.0f} s; stuck (no checkpoint, fresh start "
               f"refused): {stuck}; failed: {len(done) - exact + sum(not t.ok for t in sweeps)}", flush=True)
+        failing = [t.failure() for t in [*done, *sweeps] if not t.ok]
         print(f"fault_injection trials={len(done)} exact_resumes={exact} orphans={sum(t.orphans for t in done)} "
               f"duplicate_steps={sum(t.duplicates for t in done)} sweep_trials={len(sweeps)} "
-              f"sweep_exact={sum(t.ok for t in sweeps)}", flush=True)
+              f"sweep_exact={sum(t.ok for t in sweeps)} seed={args.seed} "
+              f"failing={'[' + ' | '.join(failing) + ']' if failing else 'none'}", flush=True)
         return 0 if exact == len(done) and all(t.ok for t in sweeps) else 1
     finally:
         if tmp is not None:

@@ -175,6 +175,10 @@ class Verdict:
         status = "OK" if self.ok else "FAIL: " + "; ".join(self.problems)
         return f"trial {self.label()} {' '.join(self.notes)} -> {status}"
 
+    def failure(self) -> str:
+        """This trial in the summary line's list of failures: its label and first problem."""
+        return f"{' '.join(self.label().split())}: {self.problems[0] if self.problems else 'ok'}"
+
 
 @dataclass
 class Trial(Verdict):
@@ -187,9 +191,18 @@ class Trial(Verdict):
     orphans: int = 0
     duplicates: int = 0
     stuck: bool = False
+    plan: str = ""  #: the kill point (kill_plan's description)
+    first_difference: str = ""  #: the first metric that differs from the reference (compare)
 
     def label(self) -> str:
         return f"{self.kind:6s} {self.sig.name:7s} {self.index:02d}"
+
+    def failure(self) -> str:
+        """One failing trial for the summary line: kind, signal, kill point, seed of the kill points,
+        trial index, and the first differing metric (else the first problem)."""
+        others = [p for p in self.problems if not p.startswith(("metrics differ", "TensorBoard "))]
+        what = "; ".join([self.first_difference] * bool(self.first_difference) + others[:2]) or "ok"
+        return f"{self.kind}/{self.sig.name}/{self.plan or '?'}/seed={self.seed}/trial={self.index:02d}: {what}"
 
 
 def kill_plan(trial: Trial, ref: Reference) -> tuple[str, int | None, float]:
@@ -208,6 +221,7 @@ def kill(trial: Trial, root: Path, ref: Reference) -> tuple[int | None, bool]:
     (None: the trial cannot go on) and whether the signal landed after the run had finished."""
     run_dir, log = run_path(root, ref.kind), root / "output.log"
     plan, rows, delay = kill_plan(trial, ref)
+    trial.plan = plan
     trial.notes.append(plan)
     t0 = time.monotonic()
     proc = start(train_command(root, ref.kind), log)
@@ -287,7 +301,7 @@ def resume(trial: Trial, root: Path, kind: Kind, had_checkpoint: bool, late: boo
             trial.problems.append(f"resume without a checkpoint printed {len(err.strip().splitlines())} lines")
         trial.notes.append("resume=2(no checkpoint)")
         start_again(trial, root, kind, log)
-    elif rc == 2 and finished and f"already has {STEPS} iterations" in last:
+    elif rc == 2 and finished and f"is done ({STEPS} iterations)" in last:
         trial.notes.append("resume=2(already complete)")
     else:
         trial.problems.append(f"resume exited {rc}: {last}")
@@ -295,6 +309,35 @@ def resume(trial: Trial, root: Path, kind: Kind, had_checkpoint: bool, late: boo
         trial.problems.append("resume printed a traceback")
     if late and "resume=2(already complete)" not in trial.notes:
         trial.problems.append(f"{trial.sig.name} stopped the run before it had finished")
+
+
+def first_metric_difference(rows: list[str], reference_rows: list[str]) -> str:
+    """The first metric in which the resumed run's rows (canonical JSON, :func:`metric_rows`)
+    differ from the reference's: ``metric KEY iteration I: resumed X, straight Y``; "" if none."""
+    for i in range(max(len(rows), len(reference_rows))):
+        if i >= len(rows) or i >= len(reference_rows):
+            return f"row {i}: {'missing in the resumed run' if i >= len(rows) else 'extra in the resumed run'}"
+        if rows[i] == reference_rows[i]:
+            continue
+        mine, theirs = json.loads(rows[i]), json.loads(reference_rows[i])
+        for key in sorted(set(mine) | set(theirs)):
+            if mine.get(key, "<absent>") != theirs.get(key, "<absent>"):
+                return (f"metric {key} iteration {theirs.get('iteration', i)}: resumed {mine.get(key, '<absent>')!r}, "
+                        f"straight {theirs.get(key, '<absent>')!r}")
+    return ""
+
+
+def first_event_difference(scalars: list[tuple[int, float]], reference: list[tuple[int, float]], tag: str) -> str:
+    """The first TensorBoard step of ``tag`` that is missing, repeated or differs from the reference; "" if none."""
+    mine: dict[int, list[float]] = {}
+    for step, value in scalars:
+        mine.setdefault(step, []).append(value)
+    for step, value in reference:
+        got = mine.get(step, [])
+        if got != [value]:
+            return f"TensorBoard {tag} step {step}: resumed {got or 'missing'}, straight {value!r}"
+    extra = sorted(set(mine) - {s for s, _ in reference})
+    return f"TensorBoard {tag} steps {extra} not in the straight run" if extra else ""
 
 
 def compare(trial: Trial, run_dir: Path, ref: Reference) -> None:
@@ -314,6 +357,7 @@ def compare(trial: Trial, run_dir: Path, ref: Reference) -> None:
         diff = next((i for i, (a, b) in enumerate(zip(rows_now, ref.rows)) if a != b),
                     min(len(rows_now), len(ref.rows)))
         trial.problems.append(f"metrics differ ({len(rows_now)} rows, first difference at row {diff})")
+        trial.first_difference = first_metric_difference(rows_now, ref.rows)
     scalars = tb_scalars(run_dir, ref.kind.tag)
     steps = [s for s, _ in scalars]
     trial.duplicates = len(steps) - len(set(steps))
@@ -325,6 +369,7 @@ def compare(trial: Trial, run_dir: Path, ref: Reference) -> None:
         wrong = [s for s, v in ref.scalars if s in values and values[s] != v]
         trial.problems.append(f"TensorBoard {ref.kind.tag}: {len(steps)} events, duplicated steps {trial.duplicates}, "
                               f"missing {missing}, values differing at {wrong}")
+        trial.first_difference = trial.first_difference or first_event_difference(scalars, ref.scalars, ref.kind.tag)
 
 
 def fault_trial(trial: Trial, root: Path, ref: Reference) -> Trial:

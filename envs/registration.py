@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,45 @@ def _missing_dependency(env_id: str) -> Iterator[None]:
                           f"{GL_HINT}") from None
 
 
+#: What MuJoCo's compiler says about Gymnasium's own model files that a user can do nothing about
+#: (HalfCheetah's and Ant's XML set ``settotalmass``, deprecated since MuJoCo 3.3): dropped while
+#: :func:`make` and :func:`make_vec` build a MuJoCo env (it was printed once per env built).
+QUIET_MUJOCO_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+@contextlib.contextmanager
+def _quiet_mujoco_model_warnings(env_id: str) -> Iterator[None]:
+    """While a MuJoCo env of ``env_id`` is built: MuJoCo's warnings of
+    :data:`QUIET_MUJOCO_WARNINGS` dropped, every other one passed on (to the handler set before,
+    or printed as ``WARNING: ...`` on stderr); MuJoCo's own handler is back afterwards. MuJoCo
+    prints from C (not Python's ``warnings``), so this is its ``mju_user_warning`` hook, held
+    only for the build. Other envs: nothing."""
+    entry = getattr(gym.spec(env_id), "entry_point", "")
+    if "mujoco" not in str(entry):
+        yield
+        return
+    try:
+        import mujoco
+    except ImportError:  # Gymnasium says what to install
+        yield
+        return
+    previous = mujoco.get_mju_user_warning()
+
+    def handler(message: str) -> None:
+        if any(text in message for text in QUIET_MUJOCO_WARNINGS):
+            return
+        if previous is not None:
+            previous(message)
+        else:
+            print(f"WARNING: {message}", file=sys.stderr)
+
+    mujoco.set_mju_user_warning(handler)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 #: ``vectorization_mode`` values of :func:`make_vec` besides Gymnasium's own.
 VECTORIZATION_MODES = ("auto", "sync", "async", "envpool")
 
@@ -176,6 +216,9 @@ def make_vec(
     env_id = resolve_env_id(name)
     default_mode = "vector_entry_point" if is_steinrl_env(env_id) else "sync"
     mode = vectorization_mode or default_mode
+    if mode == "warp":
+        raise ConfigError(f"vectorization warp runs {env_id} as torch tensors on a device "
+                          "(steinrl.envs.warp_mujoco.make_warp_vec), not as a Gymnasium vector env")
     if mode in ("auto", "envpool"):
         from .envpool import (
             ENVPOOL_TASKS,
@@ -192,7 +235,7 @@ def make_vec(
             raise ConfigError(f"vectorization envpool cannot run {env_id}: EnvPool {why}; "
                               "use vectorization auto, sync or async")
         mode = default_mode
-    with _missing_dependency(env_id):
+    with _missing_dependency(env_id), _quiet_mujoco_model_warnings(env_id):
         return gym.make_vec(env_id, num_envs, vectorization_mode=mode, **kwargs)
 
 
@@ -204,7 +247,7 @@ def make(name: str, **kwargs: Any) -> gym.Env:
     really gives 1000-step episodes (``-1``: no limit).
     """
     env_id = resolve_env_id(name)
-    with _missing_dependency(env_id):
+    with _missing_dependency(env_id), _quiet_mujoco_model_warnings(env_id):
         env = gym.make(env_id, **kwargs)
     limit = kwargs.get("max_episode_steps")
     if limit is not None and is_steinrl_env(env_id):

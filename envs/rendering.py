@@ -186,3 +186,31 @@ def use_headless_gl(environ: MutableMapping[str, str] | None = None, **choose: A
     if backend is not None:
         environ["MUJOCO_GL"] = backend
     return backend
+
+
+# --- MuJoCo's camera ---------------------------------------------------------------------
+#: The camera of Gymnasium's MuJoCo models that follows the body (``mode="trackcom"``: HalfCheetah,
+#: Hopper, Walker2d, Ant, Swimmer).
+TRACKING_CAMERA = "track"
+
+
+def track_body(env: Any) -> bool:
+    """Render MuJoCo env ``env`` (``render_mode="rgb_array"``) from its model's tracking camera,
+    which follows the body's centre of mass; True where the model has one.
+
+    Gymnasium 1.4 renders a MuJoCo task from a free camera placed by ``DEFAULT_CAMERA_CONFIG``
+    (HalfCheetah's: distance 4, no tracking), which stays put: a running cheetah leaves the frame
+    after a few seconds. The model's own ``track`` camera keeps it in view; a task without one
+    (InvertedDoublePendulum, which does not travel) keeps Gymnasium's camera. Set before the
+    first frame."""
+    unwrapped = getattr(env, "unwrapped", env)
+    renderer = getattr(unwrapped, "mujoco_renderer", None)
+    if renderer is None:
+        return False
+    import mujoco
+
+    camera = mujoco.mj_name2id(unwrapped.model, mujoco.mjtObj.mjOBJ_CAMERA, TRACKING_CAMERA)
+    if camera < 0:
+        return False
+    renderer.camera_id = camera
+    return True

@@ -37,6 +37,8 @@ class Job(Protocol):
     headline_mode: ClassVar[HeadlineMode]
     #: The scalar curves are drawn against; None: the iteration index.
     x_metric: ClassVar[str | None]
+    #: Its scalars in words, for figure axes (``{"rollout/ep_rew_mean": "mean episode return"}``).
+    metric_labels: ClassVar[dict[str, str]]
     #: Top-level config options of this kind of run (besides the Trainer's own).
     options: ClassVar[tuple[Option, ...]]
 
@@ -74,6 +76,12 @@ class Job(Protocol):
     def batch_config(cfg: Any, seeds: list[int]) -> Any:
         """The config every seed of a batch of several records (what the batch needs pinned),
         or a ConfigError if this kind of run cannot batch seeds."""
+
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> str | None:
+        """One line for a user about to train ``seeds`` as one batch (``cfg``: the config before
+        :meth:`batch_config`): where a seed's run in the batch is not the run of that seed alone,
+        whose run it is; None: nothing to say."""
 
     # --- an instance: built from a config and its seeds ---------------------------------
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None: ...

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from steinrl.errors import ConfigError
 
-__all__ = ["Option", "Registry", "options_of", "coerce", "setting", "settings_options"]
+__all__ = ["Option", "Registry", "options_of", "coerce", "check_yaml_colons", "setting", "settings_options"]
 
 T = TypeVar("T")
 
@@ -265,3 +265,15 @@ def settings_options(cls: type) -> tuple[Option, ...]:
         options.append(Option(f.name, kind, f.default, meta["doc"], choices=meta.get("choices"),
                               check=meta.get("check")))
     return tuple(options)
+
+
+def check_yaml_colons(key: str, value: Any, where: str) -> None:
+    """A mapping value whose keys hold a colon (``{name:imq,beta:-0.3}``: YAML reads ``name:imq`` as one
+    key with no value) raises a ConfigError saying YAML needs a space after the colon."""
+    if not isinstance(value, Mapping):
+        return
+    slipped = [k for k in value if isinstance(k, str) and ":" in k]
+    if slipped:
+        fixed = ", ".join(k.replace(":", ": ", 1) if v is None else f"{k}: {v}" for k, v in value.items())
+        raise ConfigError(f"config key {key!r} in {where}: {slipped[0]!r} reads as one key with no value; YAML "
+                          f"needs a space after each colon: {{{fixed}}}")

@@ -168,3 +168,31 @@ def test_swingup_tasks_default_to_temperature_15_and_the_paper_preset_restores_1
         assert steinrl.load_config("s2vgd-a2c", env).temperature == 10.0
     assert steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"temperature": 7}).temperature == 7.0
     assert steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"temperature": 7}, preset="paper").temperature == 7.0
+
+
+@pytest.mark.parametrize("where, text", [("set", "update.kernel={name:imq,beta:-0.3}"),
+                                         ("file", "update:\n  kernel: {name: imq, beta:-0.3}\n")])
+def test_a_mapping_without_spaces_after_its_colons_hints_at_yaml(tmp_path, capsys, where, text):
+    """``{name:imq,beta:-0.3}``: YAML reads ``name:imq`` as one key with no value; the error says
+    YAML needs a space after the colon and shows the mapping as meant (it used to read "kernel
+    'rbf' has no parameter 'beta:-0.3', 'name:imq'")."""
+    from steinrl.run.cli import run_cli, train_main
+
+    if where == "set":
+        args = ["--set", text]
+    else:
+        (tmp_path / "k.yaml").write_text(text)
+        args = ["--config", str(tmp_path / "k.yaml")]
+    code = run_cli(train_main, ["--algo", "svgd-a2c", "--env", "Cartpole", "--logdir", str(tmp_path / "runs"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: config key 'update.kernel'")
+    assert "YAML needs a space after each colon: {name: imq, beta: -0.3}" in err
+    assert "has no parameter" not in err and not (tmp_path / "runs").exists()
+
+
+def test_docs_config_md_joins_a_kernels_parameters_without_doubled_stops():
+    """A kernel's parameter docs end in a full stop: joined with "; " they read "number.; `beta`"."""
+    from steinrl.run.docs import render
+
+    text = render()
+    assert ".;" not in text and "a fixed positive number; `beta` (-0.5)" in text

@@ -6,6 +6,13 @@ and torch samplers, its numpy policy forward, its separate seed-batch job. The s
 through ``steinrl.Trainer`` (seed batches: ``Trainer(cfg, seeds)``) must agree within
 float32 rounding; the chaotic DoublePendulum is compared on its first iteration only (a
 last-bit difference grows to percent by the third on some CPUs).
+
+The tolerances are **one recorded CPU against another**, measured on this project's AMD EPYC
+(AVX-512) against the file on 2026-11-28 under the default kernels, avx2 with MKL and oneDNN
+limited to AVX2, and ``ATEN_CPU_CAPABILITY=default`` (scalar): the cart-pole cases' metrics moved
+by at most 1.3e-6 relative (scalar; returns of the third iteration), compared at rel 1e-4 / abs
+1e-6; DoublePendulum's first iteration by up to 5.1e-5 (a value loss: the first rollout already
+carries the last-bit difference through the chaotic dynamics), compared at rel 1e-3 (20x).
 """
 
 import json
@@ -16,6 +23,9 @@ import pytest
 from conftest import recorded
 
 import steinrl
+
+#: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
+pytestmark = pytest.mark.numerics
 
 DATA = json.loads((Path(__file__).parent / "data" / "round3_reference.json").read_text())
 
@@ -44,4 +54,4 @@ def test_first_iterations_match_the_pre_round3_code(case):
                 if isinstance(value, float) and math.isnan(value):
                     assert math.isnan(new[key]), (it, key)
                 else:
-                    assert new[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (it, key)
+                    assert new[key] == pytest.approx(value, rel=1e-3 if chaotic else 1e-4, abs=1e-6), (it, key)

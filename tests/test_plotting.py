@@ -76,10 +76,50 @@ def test_plot_groups_runs_by_config_and_labels_what_differs(tmp_path, capsys):
     capsys.readouterr()
     drawn = plot_runs([runs], tmp_path / "c.png")
     assert "more than one run directory" not in capsys.readouterr().err
-    mine = ("Cartpole", "s2vgd-a2c policy.hidden=[8, 4] update.lr=0.001")
-    theirs = ("Cartpole", f"s2vgd-a2c policy.hidden={list(default.policy.hidden)} update.lr={default.update.lr:g}")
+    mine = ("Cartpole", "s2vgd-a2c policy.hidden=[8,4] update.lr=0.001")  # critic.hidden, critic.lr: sections kept
+    hidden = ",".join(map(str, default.policy.hidden))
+    theirs = ("Cartpole", f"s2vgd-a2c policy.hidden=[{hidden}] update.lr={default.update.lr:g}")
     assert set(drawn) == {mine, theirs}
     assert drawn[theirs]["n"] == [2, 2] and drawn[mine]["n"] == [1, 1]
+
+
+def test_legends_show_only_what_differs_in_short_form_and_axes_say_what_is_plotted(tmp_path, monkeypatch):
+    """An IMQ run beside a default one: the legend read ``rollout.env_backend=auto update.kernel={'name':
+    'imq', 'bandwidth': 'svpg', 'beta': -0.3}``; now the differing key alone, without its section where
+    that is unambiguous, a kernel as its name and the parameters off their defaults. The y axis
+    read ``rollout/ep_rew_max_particle``; now it says it in words."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    runs = tmp_path / "runs"
+    trained_run(runs, "svgd-a2c", run_name="rbf")
+    trained_run(runs, "svgd-a2c", run_name="imq", **{"update.kernel": {"name": "imq", "beta": -0.3}})
+    axes = []
+    original = plt.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        axes.extend((ax.get_ylabel(), [line.get_label() for line in ax.get_lines()]) for ax in fig.axes)
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(plt.Figure, "savefig", spy)
+    drawn = plot_runs([runs], tmp_path / "k.png")
+    assert set(drawn) == {("Cartpole", "svgd-a2c kernel=imq(β=-0.3)"), ("Cartpole", "svgd-a2c kernel=rbf")}
+    assert axes == [("best particle's mean return", ["svgd-a2c kernel=imq(β=-0.3) (n=1)",
+                                                      "svgd-a2c kernel=rbf (n=1)"])]
+
+
+def test_short_labels():
+    from steinrl.run.labels import metric_label, settings_label, short_value
+
+    assert short_value({"name": "imq", "bandwidth": "svpg", "beta": -0.5}) == "imq"  # every parameter its default
+    assert short_value({"name": "rbf", "bandwidth": 0.5}) == "rbf(bandwidth=0.5)"
+    assert short_value([100, 50, 25]) == "[100,50,25]" and short_value(True) == "true" and short_value(1e-3) == "0.001"
+    keys = ["update.lr", "critic.lr", "update.kernel", "temperature"]
+    assert settings_label({"update.lr": 0.001, "update.kernel": "imq", "temperature": 3.0}, keys) == \
+        "update.lr=0.001 kernel=imq α=3"
+    assert metric_label("rollout/ep_rew_mean") == "mean episode return" and metric_label("my/key") == "my/key"
 
 
 @pytest.fixture(scope="module")

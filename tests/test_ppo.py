@@ -25,6 +25,9 @@ from steinrl.rl.minibatches import minibatch_indices, take
 from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import ObsNormalizer
 
+#: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
+pytestmark = pytest.mark.numerics
+
 #: The recipe's switches (configs/presets/mujoco-ppo.yaml), on a small batch.
 RECIPE = {"estimator.minibatches": 4, "estimator.epochs": 2, "estimator.normalize_per_minibatch": True,
           "estimator.max_grad_norm": 0.5, "estimator.anneal_lr": True, "estimator.scale_rewards": True,

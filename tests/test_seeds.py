@@ -119,3 +119,26 @@ def test_cli_seeds_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, ar
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())
+
+
+def test_cli_seeds_say_whose_runs_they_are_and_which_seed_the_progress_shows(tmp_path, capsys):
+    """On the CPU a batch steps the torch twins where ``--seed S`` alone steps the numpy envs: the
+    run starts with a note naming the command whose run each seed is, and the progress line's
+    ``best=`` is named by the seed it belongs to (the first)."""
+    from steinrl.rl.job import PolicyGradientJob
+    from steinrl.run.cli import train_main
+
+    assert train_main(["--algo", "svgd-a2c", "--env", "Cartpole", "--particles", "3", "--iterations", "2",
+                       "--logdir", str(tmp_path), "--no-progress", "--set", "run.log_every=1", "--set",
+                       "rollout.sampling=continuing", "--set", "rollout.batch_size=20", "--set",
+                       "rollout.envs_per_particle=2", "--set", "critic.steps=2", "--seeds", "3,8"]) == 0
+    err = capsys.readouterr().err
+    note = err.splitlines()[0]
+    assert note.startswith("note: the batch steps the envs' torch twins (rollout.env_backend=torch")
+    assert "seed S is the run of `--seed S --set rollout.env_backend=torch` alone, not of `--seed S` (on cpu it " \
+        "steps the numpy envs)" in note and "float rounding" in note
+    progress = [line for line in err.splitlines() if line.startswith("[svgd-a2c Cartpole seeds 3,8] iteration")]
+    assert len(progress) == 2 and all(" seed=3 ret=" in line and " best=" in line for line in progress)
+    # where a seed alone steps the torch twins too (a GPU), only the rounding is left to say
+    cuda = steinrl.load_config("svgd-a2c", "Cartpole", {**CONFIG, "rollout.env_backend": "auto", "device": "cuda"})
+    assert "seed S is the run of `--seed S` alone, to float rounding only" in PolicyGradientJob.batch_note(cuda, [0, 1])

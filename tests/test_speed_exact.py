@@ -28,6 +28,9 @@ from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Samples
 from steinrl.rl.value_regression import ValueRegression
 
+#: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
+pytestmark = pytest.mark.numerics
+
 
 def loop_scan(x: np.ndarray, cont: np.ndarray) -> np.ndarray:
     """out[t] = x[t] + cont[t] out[t + 1], element by element in Python floats."""
@@ -205,16 +208,17 @@ def test_ppo_update_shortcuts_change_no_number():
 
 
 def assert_same_metric(new: float, old: float, where: tuple) -> None:
-    """Equal up to the float rounding of another CPU: on the machine that recorded the reference
-    the metrics are equal to the last bit; with other vector kernels (``ATEN_CPU_CAPABILITY=default``
-    against AVX-512) they move by up to 5e-5 relative, by 1.3e-5 where a metric is a difference of
-    near-equal numbers (explained variance), and a clip fraction by one sample of a minibatch."""
+    """Equal up to the float rounding of another CPU (one recorded CPU against another): on the
+    machine that recorded the reference the metrics are equal to the last bit; with other vector
+    kernels (``ATEN_CPU_CAPABILITY=default`` against AVX-512) they move by up to 5e-5 relative, by
+    1.3e-5 where a metric is a difference of near-equal numbers (explained variance), and a clip
+    fraction by one sample of a minibatch: compared at rel 5e-4 (10x), a clip fraction at 0.02."""
     if isinstance(old, float) and math.isnan(old):
         assert math.isnan(new), where
     elif where[-1].endswith("clip_fraction"):
         assert new == pytest.approx(old, abs=0.02), where
     else:
-        assert new == pytest.approx(old, rel=1e-4, abs=1e-4), where
+        assert new == pytest.approx(old, rel=5e-4, abs=1e-4), where
 
 
 def test_critic_overlap_changes_no_number():

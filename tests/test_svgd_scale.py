@@ -17,6 +17,9 @@ from steinrl.core.updates import SteinUpdate, make_update
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config
 
+#: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
+pytestmark = pytest.mark.numerics
+
 U_BF16 = 2.0 ** -8  # bfloat16 unit roundoff (8-bit significand)
 
 

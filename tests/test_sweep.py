@@ -137,7 +137,8 @@ def test_sweep_without_ray_says_what_to_install(monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "ray", None)
     assert run_cli(steinrl_main, ["sweep", str(SMOKE), "--out", "unused"]) == 2
-    assert capsys.readouterr().err == 'error: steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"\n'
+    assert capsys.readouterr().err == ('error: steinrl sweep needs Ray Tune: pip install -e ".[sweep]" in the '
+                                       'steinrl checkout (the sweep extra)\n')
 
 
 def test_an_output_directory_holds_one_spec(tmp_path):
@@ -163,7 +164,7 @@ def _steinrl_metrics(result):
 
 
 def test_trainable_steps_saves_and_restores_exactly(tmp_path):
-    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")
     trial = {"algo": "s2vgd-a2c", "env": "Cartpole", "seed": 0, "preset": None, "params": {}, "threads": 1,
              "overrides": {**TINY, "iterations": 3}}
     first = sweep.SteinTrainable(config={"trial": trial})
@@ -187,7 +188,7 @@ def test_trainable_steps_saves_and_restores_exactly(tmp_path):
 def test_a_result_covers_run_report_every_iterations_and_stops_at_the_end():
     """``run.report_every``: each Ray result runs that many trainer iterations and carries the
     last one's metrics (those of a trainer stepped alone); the last result stops at the end."""
-    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")
     trial = {"algo": "s2vgd-a2c", "env": "Cartpole", "seed": 0, "preset": None, "params": {}, "threads": 1,
              "overrides": {**TINY, "iterations": 5, "run.report_every": 3}}
     grouped = sweep.SteinTrainable(config={"trial": trial})
@@ -342,7 +343,7 @@ def test_combine_bins_curves_on_a_logged_x():
 
 # --- end to end -------------------------------------------------------------------------
 def test_smoke_sweep_end_to_end(tmp_path):
-    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")
     out = tmp_path / "smoke"
     steinrl = shutil.which("steinrl", path=str(Path(sys.executable).parent))
     command = [steinrl, "sweep", str(SMOKE), "--out", str(out)] if steinrl else [
@@ -366,7 +367,7 @@ def test_a_sweep_on_a_two_node_ray_cluster_survives_losing_a_node(tmp_path):
     on both workers; one worker is killed after its trial's first checkpoint; every trial
     finishes, the killed one from its checkpoint on the other node; results.csv equals each
     trial's Trainer stepped without Ray (timings aside)."""
-    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'steinrl[sweep]')")
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ray_cluster.py"), "--iterations", "30",
                            "--checkpoint-every", "3", "--reference", "trainer", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=900)

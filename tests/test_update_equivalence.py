@@ -9,6 +9,15 @@ lr halving, discrete and continuous actions and seed batches, plus Stein Thompso
 BNN regression, as the code of commit cafe6a3 computed them
 (``tests/data/make_update_reference.py``). The same cases through today's code must agree within
 float32 rounding: every logged metric, and checksums of the particles and critics.
+
+The tolerances are **one recorded CPU against another** (float32 kernels sum in their
+instruction set's order; three iterations of training carry a last-bit difference on). Measured
+on this project's AMD EPYC (AVX-512) against the file on 2026-11-28: identical under the default
+kernels and under avx2 with MKL and oneDNN limited to AVX2; under ``ATEN_CPU_CAPABILITY=default``
+(scalar kernels) the metrics moved by at most 9.7e-6 relative (an explained variance; value
+losses 6.1e-6) and the checksums Σθ by at most 3.4e-8 of Σ|θ|. Compared at rel 1e-4 / abs 1e-6
+(10x) and at 1e-6 Σ|θ| (30x; Σθ cancels to a few percent of Σ|θ|, the scale of a float32 sum's
+rounding). ``.ci/run`` reruns this file under the forced kernel sets.
 """
 
 import json
@@ -20,6 +29,9 @@ import torch
 from conftest import recorded
 
 import steinrl
+
+#: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
+pytestmark = pytest.mark.numerics
 
 DATA = json.loads((Path(__file__).parent / "data" / "update_reference.json").read_text())
 
@@ -44,6 +56,13 @@ def checksum(params) -> float:
     return float(sum(p.detach().double().sum() for p in params))
 
 
+def same_checksum(params, recorded: float) -> None:
+    """Σθ within 1e-6 Σ|θ| of the recorded value (a float32 sum's rounding scales with Σ|θ|)."""
+    params = list(params)
+    scale = float(sum(p.detach().double().abs().sum() for p in params))
+    assert abs(checksum(params) - recorded) <= 1e-6 * scale, (checksum(params), recorded, scale)
+
+
 @pytest.mark.parametrize("case", DATA["cases"],
                          ids=lambda c: f"{c['env']}-{c['algo']}-{c.get('seeds', 'single')}-{len(c['overrides'])}")
 def test_every_estimator_matches_the_code_before_the_rewrite(case):
@@ -58,9 +77,9 @@ def test_every_estimator_matches_the_code_before_the_rewrite(case):
             assert set(old) == {k for k in new if not k.startswith("time/")}, it
             for key, value in old.items():
                 close(new[key], value, f"iteration {it}: {key}")
-    assert checksum(agent.policy.parameters()) == pytest.approx(case["checksums"]["policy"], rel=1e-5, abs=1e-5)
+    same_checksum(agent.policy.parameters(), case["checksums"]["policy"])
     if "critic" in case["checksums"]:
-        assert checksum(agent.critic.parameters()) == pytest.approx(case["checksums"]["critic"], rel=1e-5, abs=1e-5)
+        same_checksum(agent.critic.parameters(), case["checksums"]["critic"])
     trainer.close()
 
 

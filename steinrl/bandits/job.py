@@ -87,6 +87,9 @@ class BanditJob:
     headline_metric = "bandit/cumulative_regret"
     headline_mode = "min"  #: smaller regret is better
     x_metric = "bandit/rounds"  #: curves are drawn against the rounds played
+    #: its scalars in words, for figure axes
+    metric_labels = {"bandit/cumulative_regret": "cumulative regret", "bandit/cumulative_reward": "cumulative reward",
+                     "bandit/normalized_reward": "reward / optimal reward"}
     options: tuple[Option, ...] = (
         Option("rounds", int, 2000, "Rounds to play (Showdown: 2000 contexts).", check=at_least_one),
         Option("particles", int, 20, "Number of particles M (Stein Thompson sampling).", check=at_least_one),
@@ -178,6 +181,11 @@ class BanditJob:
     @staticmethod
     def batch_config(cfg: Any, seeds: list[int]) -> Any:
         raise ConfigError(f"a bandit run plays one seed; run seeds {seeds} as a sweep")
+
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> None:
+        """Nothing to say: a bandit run plays one seed (:meth:`batch_config` refuses several)."""
+        return None
 
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         if seeds is not None and list(seeds) != [cfg.seed]:

@@ -130,6 +130,8 @@ class SB3PPOJob:
     headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"
     x_metric = None  #: curves are drawn against the iteration, as the RL job's
+    #: its scalars in words, for figure axes (its headline is the RL job's key, named there)
+    metric_labels = {"rollout/ep_rew_mean_100": "mean return, last 100 episodes", "time/total_env_steps": "env steps"}
     #: raises a one-line ConfigError naming the valid tasks if ``name`` is not one
     check_env = staticmethod(envs.resolve_env_id)
     options: tuple[Option, ...] = (
@@ -206,6 +208,11 @@ class SB3PPOJob:
     def batch_config(cfg: Any, seeds: list[int]) -> Any:
         """Seeds trained together need nothing pinned: each has its own model (``cfg`` as is)."""
         return cfg
+
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> None:
+        """Nothing to say: each seed trains as SB3's ``learn`` alone would."""
+        return None
 
     @property
     def num_steps(self) -> int:

@@ -10,7 +10,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["UpdateStats", "pack", "unpack", "to_host"]
+__all__ = ["UpdateStats", "pack", "unpack", "to_host", "METRIC_LABELS"]
+
+#: An RL run's logged scalars in words (figure axes; :attr:`PolicyGradientJob.metric_labels`).
+METRIC_LABELS = {
+    "rollout/ep_rew_max_particle": "best particle's mean return",
+    "rollout/ep_rew_mean": "mean episode return",
+    "rollout/ep_len_mean": "mean episode length",
+    "rollout/episodes": "episodes per iteration",
+    "train/value_loss": "value loss",
+    "train/explained_variance": "explained variance",
+    "train/bandwidth": "kernel bandwidth h",
+    "train/kernel_mean": "mean kernel value",
+    "train/entropy": "policy entropy",
+    "time/fps": "env steps per second",
+}
 
 
 @dataclass

@@ -164,14 +164,17 @@ def format_table(result: dict[str, Any]) -> str:
 def _video_env(cfg: Any, seed: int) -> tuple[Any, Any, np.ndarray]:
     """The env of a video reset with ``seed``, its first observation and first frame
     (``(H, W, 3)`` uint8). A MuJoCo task without a display renders through EGL or OSMesa,
-    whichever is installed (:func:`steinrl.envs.rendering.use_headless_gl`).
+    whichever is installed (:func:`steinrl.envs.rendering.use_headless_gl`), from its model's
+    tracking camera where it has one (:func:`steinrl.envs.rendering.track_body`).
 
     :raises ConfigError: MuJoCo cannot render here (one line naming ``MUJOCO_GL``).
     """
-    from steinrl.envs.rendering import GL_HINT, use_headless_gl
+    from steinrl.envs.rendering import GL_HINT, track_body, use_headless_gl
 
     env = envs.make(cfg.env, render_mode="rgb_array", max_episode_steps=cfg.rollout.horizon)
     mujoco = hasattr(env.unwrapped, "mujoco_renderer")
+    if mujoco:
+        track_body(env)  # the camera follows the body (Gymnasium's stays put: a cheetah runs out of the frame)
     try:
         backend = use_headless_gl() if mujoco else None
     except ConfigError:

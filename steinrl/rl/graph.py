@@ -165,5 +165,6 @@ def persistent_tensors(job: Any) -> dict[str, Tensor]:
     task = getattr(job.task, "task", None)  # a device task's torch envs
     for k in ("state", "steps", "_prev_done") if task is not None else ():
         out[f"envs.{k}"] = getattr(task, k)
+    out.update({f"envs.{k}": v for k, v in getattr(task, "device_tensors", dict)().items()})  # MuJoCo Warp's arrays
     out.update({f"draws.{k}": v for k, v in agent.draws.buffers().items()})
     return out

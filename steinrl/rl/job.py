@@ -32,7 +32,7 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import UpdateStats, pack, to_host, unpack
+from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -69,7 +69,10 @@ def env_backend(cfg: Any, seeds: int = 1) -> str:
     (several seeds in one batch need the torch twins: each seed group resets from its own
     generator)."""
     from steinrl.envs.torch_tasks import TORCH_TASKS
+    from steinrl.envs.warp_mujoco import warp_backend
 
+    if warp_backend(cfg):  # a MuJoCo task on MuJoCo Warp: a device task, on any device
+        return "torch"
     has_twin = envs.is_steinrl_env(cfg.env) and next(
         (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
     backend = cfg.rollout.env_backend
@@ -129,6 +132,7 @@ class PolicyGradientJob:
     headline_metric = "rollout/ep_rew_max_particle"
     headline_mode = "max"  #: larger returns are better
     x_metric = None  #: curves are drawn against the iteration
+    metric_labels = METRIC_LABELS  #: its scalars in words, for figure axes
     #: Top-level options of RL runs (besides the Trainer's own).
     options: tuple[Option, ...] = (
         Option("iterations", int, 1000, "Number of iterations (total, also when resuming); ignored when total_steps "
@@ -250,6 +254,15 @@ class PolicyGradientJob:
         env_backend(cfg, len(seeds))  # a ConfigError if the backend cannot batch seeds
         return cfg.replace({"rollout.env_backend": "torch"})
 
+    @staticmethod
+    def batch_note(cfg: Any, seeds: list[int]) -> str:
+        """Whose runs a batch's seeds are, to float rounding (``tests/test_seeds.py``)."""
+        alone = env_backend(cfg, 1)
+        who = "`--seed S` alone" if alone == "torch" else ("`--seed S --set rollout.env_backend=torch` alone, not of "
+                                                          f"`--seed S` (on {cfg.device} it steps the {alone} envs)")
+        return (f"note: the batch steps the envs' torch twins (rollout.env_backend=torch, in each seed's config.yaml): "
+                f"seed S is the run of {who}, to float rounding only, which training amplifies over the iterations")
+
     def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
         self.cfg = cfg
         self.seeds = check_seeds(cfg, seeds)
@@ -258,8 +271,10 @@ class PolicyGradientJob:
         graphed = graph_mode(cfg, backend)  # a ConfigError before anything is built
         if backend == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
+            from steinrl.envs.warp_mujoco import make_warp_vec, warp_backend
 
-            self.envs = make_torch_vec(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
+            make = make_warp_vec if warp_backend(cfg) else make_torch_vec
+            self.envs = make(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
             task: HostTask | DeviceTask = DeviceTask(self.envs)
             single = envs.make(cfg.env)
             spaces = single.observation_space, single.action_space
@@ -334,6 +349,8 @@ class PolicyGradientJob:
         S, M = len(self.seeds), self.cfg.particles
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
                                  iteration + 1)  # messages count iterations from 1
+        if host.get("envs/overflowed", 0):  # MuJoCo Warp dropped contacts: its named error
+            self.envs.check_overflow()
         steps = host["steps"]
         self.env_steps = [int(a + b) for a, b in zip(self.env_steps, steps)]
         self.seconds += t2 - t0
@@ -362,7 +379,8 @@ class PolicyGradientJob:
         train = {**stats.group_means(S), **self.agent.policy.head.diagnostics(S)}  # (S,) each
         return {"steps": batch.valid.view(batch.valid.shape[0], S, -1).sum((0, 2)),  # valid steps per seed
                 "episodes": batch.episode_stats, **{f"train/{k}": v for k, v in train.items()},
-                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()}}
+                **{f"finite/{k}": v for k, v in self.agent.finite.flags.items()},
+                **({"envs/overflowed": self.envs.overflowed().any()} if hasattr(self.envs, "overflowed") else {})}
 
     def _iterate(self, iteration: int) -> Tensor:
         """One graph-safe iteration (the step sizes set before): collect, learn, and what the host

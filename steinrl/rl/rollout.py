@@ -81,8 +81,10 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "writes its buffers in place; docs/gpu.md)."),
     Option("vectorization", str, "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
            "async: a process per env; envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; "
-           "auto: envpool where it is installed and runs the id, else sync). Our tasks always use their numpy "
-           "vector env.", choices=("auto", "sync", "async", "envpool")),
+           "warp: MuJoCo Warp, the MuJoCo tasks as torch tensors on the training device, the steinrl[gpu-mujoco] "
+           "extra (docs/gpu.md); auto: warp on a CUDA device where it is installed and runs the task, else envpool "
+           "where it is installed and runs the id, else sync). Our tasks always use their numpy vector env.",
+           choices=("auto", "sync", "async", "envpool", "warp")),
 )
 
 

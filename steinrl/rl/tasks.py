@@ -195,6 +195,7 @@ class DeviceTask:
     def __init__(self, task: Any) -> None:
         self.task = task
         self.num_envs, self.device, self.obs_dim = task.num_envs, task.device, task.obs_dim
+        self.action_shape = tuple(getattr(task, "action_shape", (1,)))  # (MuJoCo Warp tasks: (act_dim,))
         self._resets: Tensor | None = None  # (steps, state_dim, N): this batch's reset states
 
     def reset(self, seed: int | list[int] | None) -> Tensor:

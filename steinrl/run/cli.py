@@ -130,7 +130,11 @@ def train_main(argv: Sequence[str] | None = None, prog: str = "steinrl train") -
                               "on its own)")
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg, _parse_seeds(args.seeds))  # validates everything before any directory is made
-        return run_training(trainer, _claim_seed_runs(trainer), command)
+        run_dirs = _claim_seed_runs(trainer)
+        note = trainer.algorithm.job.batch_note(cfg, trainer.seeds) if len(trainer.seeds) > 1 else None
+        if note:
+            print(note, file=sys.stderr)
+        return run_training(trainer, run_dirs, command)
     if not args.resume:
         cfg = load_config(args.algo, args.env, overrides, args.config, args.preset)
         trainer = Trainer(cfg)
@@ -189,16 +193,21 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
 
     import steinrl
     from steinrl.errors import NonFiniteError
+    from steinrl.run.best import BestCheckpointCallback
+    from steinrl.run.labels import settings_lines
     from steinrl.run.loop import CheckpointCallback, GracefulStop, MetricsCallback, ProgressCallback, fit
 
     run_dirs = list(run_dirs) if isinstance(run_dirs, (list, tuple)) else [run_dirs]
     cfg, seeds = trainer.config, trainer.seeds
     start, first = time.perf_counter(), trainer.iteration
     checkpoints = [CheckpointCallback(d.checkpoint, cfg.run.checkpoint_every, i) for i, d in enumerate(run_dirs)]
-    callbacks = [cb for i, d in enumerate(run_dirs) for cb in (MetricsCallback(d.path, cfg.run.tensorboard, i),
-                                                               checkpoints[i])]
+    # an iteration's held-out evaluation (best.pt) before the checkpoint that covers it
+    callbacks = [cb for i, d in enumerate(run_dirs) for cb in (
+        MetricsCallback(d.path, cfg.run.tensorboard, i),
+        BestCheckpointCallback(d.path, cfg.run.best_every, cfg.run.best_episodes, i), checkpoints[i])]
     desc = f"{cfg.algo} {cfg.env}" + (f" seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else "")
-    callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc))
+    callbacks.append(ProgressCallback(cfg.run.progress, cfg.run.log_every, desc, seed=seeds[0] if len(seeds) > 1
+                                      else None))
     with ExitStack() as stack, GracefulStop() as stop:
         for i, d in enumerate(run_dirs):
             stack.enter_context(d)
@@ -209,6 +218,8 @@ def run_training(trainer: Trainer, run_dirs: RunDirectory | list[RunDirectory], 
                 meta["seed_batch"] = seeds
             d.write_config(seed_cfg, meta)
             print(f"run directory{f' (seed {seed_cfg.seed})' if len(seeds) > 1 else ''}: {d.path}", file=sys.stderr)
+        if cfg.run.progress:  # what took effect (not with --no-progress)
+            print(*settings_lines(cfg, ("run", "seed") if len(seeds) > 1 else ("run",)), sep="\n", file=sys.stderr)
         try:
             status = fit(trainer, callbacks, stop)
         except NonFiniteError as exc:
@@ -245,6 +256,7 @@ def train(cfg: Config) -> Path:
 def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: int, seconds: float) -> None:
     """The end of a run: its status, iterations and headline. Iterations are counted from 1, as in
     the progress bar and log lines (iteration k is metrics.jsonl's row k - 1)."""
+    from steinrl.run.best import read_best
     from steinrl.run.logger import read_metrics
     from steinrl.run.loop import planned_iterations
 
@@ -253,9 +265,13 @@ def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: i
     if status == "interrupted":
         print(f"stopped after iteration {trainer.iteration} of {planned}; checkpoint saved. "
               f"Continue with: steinrl train --resume {run_dir}", file=sys.stderr)
+    best = read_best(run_dir)
+    held = (f"; held-out best {best['score']:.1f} at iteration {best['iteration']} (best.pt)"
+            if best and isinstance(best.get("score"), (int, float)) else "")
     print(f"{status}: {trainer.iteration - first} iterations (now {trainer.iteration} of {planned}) in "
-          f"{seconds:.1f} s; {result}; run {run_dir}\n"
-          f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}", file=sys.stderr)
+          f"{seconds:.1f} s; {result}{held}; run {run_dir}\n"
+          f"next: tensorboard --logdir {cfg.run.logdir}  |  steinrl evaluate {run_dir}"
+          + (f"  |  steinrl evaluate {run_dir} --checkpoint best" if held else ""), file=sys.stderr)
 
 
 # --- the steinrl command ----------------------------------------------------------------

@@ -33,7 +33,8 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, coerce, non_negative, seed_range
+from steinrl.registry import Option, at_least_one, check_yaml_colons, coerce, non_negative, seed_range
+from steinrl.run.best import BEST_OPTIONS
 from steinrl.run.legacy import check_moved, migrate_run_config
 
 __all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
@@ -56,6 +57,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("logdir", str, "runs", "Root directory; a run lives in <logdir>/<env>/<algo>/<run_name>."),
     Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
     Option("checkpoint_every", int, 50, "A checkpoint every this many iterations, and at the end.", check=at_least_one),
+    *BEST_OPTIONS,  # best_every, best_episodes: steinrl.run.best
     Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
            "every log_every iterations)."),
     Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
@@ -135,11 +137,13 @@ def _items(raw: Mapping[str, Any], where: str) -> list[tuple[tuple[str, ...], An
         if len(path) > 2 or not all(path):
             raise ConfigError(f"config key {key!r} in {where} must be <key> or <section>.<key>")
         if not isinstance(value, Mapping) or len(path) == 2:  # a <section>.<key> may take a mapping (a kernel)
+            check_yaml_colons(key, value, where)
             out.append((path, value))
             continue
         for sub, v in value.items():
             if not isinstance(sub, str) or not sub or "." in sub:
                 raise ConfigError(f"section {key!r} in {where} must map keys to values, got {sub!r}: {v!r}")
+            check_yaml_colons(f"{key}.{sub}", v, where)
             out.append(((key, sub), v))
     return out
 
@@ -381,11 +385,14 @@ def load_config(algo: str | None = None, env: str | None = None, overrides: Mapp
 
 
 def save_config(cfg: Config, path: str | Path, meta: Mapping[str, Any] | None = None) -> None:
-    """Write the resolved config (plus ``meta`` under ``_meta``) as YAML."""
+    """Write the resolved config (plus ``meta`` under ``_meta``) as YAML, atomically (a resume
+    rewrites a run's config.yaml: a kill then must not leave half of it)."""
+    from steinrl.run.checkpoint import write_atomic
+
     data = cfg.to_dict()
     if meta:
         data["_meta"] = dict(meta)
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def read_run_config(path: str | Path) -> Config:

@@ -52,10 +52,11 @@ def _kernels() -> list[str]:
              "`update.kernel` names a kernel, alone (`imq`) or with its parameters (`{name: imq, beta: -0.3, "
              "bandwidth: s2vgd}`; on the command line `--set 'update.kernel={name: imq, beta: -0.3}'`). A mapping "
              "without `name` sets parameters of the kernel configured so far (`--set 'update.kernel={bandwidth: "
-             "s2vgd}'`).", "",
+             "s2vgd}'`). YAML needs a space after each colon: `{name:imq}` is one key with no value (an error that "
+             "says so).", "",
              "| kernel | k(x, y), d = ‖x − y‖ | parameters (default) |", "|---|---|---|"]
     for name, cls in KERNELS.items():
-        params = "; ".join(f"`{o.name}` ({_default(o)}): {o.doc}" for o in cls.options)
+        params = "; ".join(f"`{o.name}` ({_default(o)}): {o.doc.rstrip('.')}" for o in cls.options) + "."
         lines.append(f"| `{name}` | {cls.doc} | {params} |")
     return lines + [""]
 

@@ -35,7 +35,11 @@ def evaluate_parser(prog: str = "steinrl evaluate") -> argparse.ArgumentParser:
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of mean / arg-max")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
     p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json)")
+    p.add_argument("--json", metavar="FILE", help="where to write the scores (default <run>/evaluation.json; "
+                                                  "with --checkpoint best, <run>/evaluation_best.json)")
+    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
+                   help="which policy of each RUN directory: last (checkpoint.pt, default) or best (best.pt: the "
+                        "iteration of its best held-out evaluation, run.best_every)")
     p.add_argument("--plot", metavar="PNG", help="draw learning curves of all RUNs (mean ± std across seeds, one "
                                                  "curve per algorithm and config)")
     p.add_argument("--key", help="scalar to plot (default: each run's headline metric: RL "
@@ -67,7 +71,36 @@ def _check_args(args: argparse.Namespace) -> None:
         output_file(args.video, "--video", VIDEO_SUFFIXES)
 
 
+def _held(path: Path) -> tuple[int, str]:
+    """``(episodes per policy, what it held)`` of an earlier scores file (0 episodes: a bandit
+    run's metrics, or a file that is not one)."""
+    from datetime import datetime
+
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        old = None
+    when = f"written {datetime.fromtimestamp(path.stat().st_mtime):%Y-%m-%d %H:%M}"
+    if not isinstance(old, dict) or not isinstance(old.get("episodes_per_row"), int):
+        return 0, when
+    actions = "deterministic" if old.get("deterministic", True) else "stochastic"
+    return old["episodes_per_row"], f"{old['episodes_per_row']} episodes per policy, seed {old.get('seed')}, " \
+        f"{actions}, {when}"
+
+
 def _write_json(out: Path, data: dict[str, Any]) -> None:
+    """Write the scores to ``out``. An earlier file there is replaced, with a line saying what it
+    held, unless it scored more episodes per policy than these (a short evaluation for a video):
+    then it is kept, and these go beside it as ``<name>-<N>ep.json``."""
+    episodes = data.get("episodes_per_row", 0)
+    if out.is_file():
+        held, what = _held(out)
+        if held > episodes:
+            beside = out.with_name(f"{out.stem}-{episodes}ep{out.suffix}")
+            print(f"kept {out} ({what}): these {episodes} episodes per policy go beside it")
+            _write_json(beside, data)
+            return
+        print(f"replaced {out} ({what})")
     try:
         out.write_text(json.dumps(data, indent=2))
     except OSError as exc:
@@ -89,12 +122,14 @@ def _score_by_metrics(cfg: Any, run_dir: Path, json_path: str | None) -> None:
 
 def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evaluate") -> int:
     from steinrl.rl.evaluation import evaluate, format_table, record_video
+    from steinrl.run.best import BEST_NAME, best_checkpoint_of
     from steinrl.run.load import load_run
     from steinrl.run.plotting import plot_runs
 
     args = evaluate_parser(prog).parse_args(argv)
     _check_args(args)
-    loaded = [] if args.plot_only else [load_run(run, device=args.device) for run in args.runs]  # all checked first
+    runs = args.runs if args.checkpoint == "last" or args.plot_only else [best_checkpoint_of(r) for r in args.runs]
+    loaded = [] if args.plot_only else [load_run(run, device=args.device) for run in runs]  # all checked first
     if args.video and loaded and loaded[0][1] is None:
         raise ConfigError(f"--video needs a run with a policy to act with; {args.runs[0]} ({loaded[0][0].algo}) is "
                           "scored by the metrics it logged")
@@ -115,7 +150,8 @@ def evaluate_main(argv: Sequence[str] | None = None, prog: str = "steinrl evalua
         result = evaluate(cfg, policy, args.episodes, deterministic=not args.stochastic, seed=args.seed)
         result["checkpoint"] = str(ckpt)
         print(format_table(result))
-        _write_json(Path(args.json) if args.json else ckpt.parent / "evaluation.json", result)
+        _write_json(Path(args.json) if args.json else ckpt.parent / ("evaluation_best.json" if ckpt.name == BEST_NAME
+                                                                             else "evaluation.json"), result)
         if args.video:
             best = int(result["best_particle"].split()[-1])
             try:

@@ -10,11 +10,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from steinrl.run.checkpoint import write_atomic
+
 METRICS_NAME = "metrics.jsonl"
 
 
 class RunLogger:
     """Writes one row of scalars per iteration to TensorBoard and ``metrics.jsonl``.
+
+    A row is on disk, in both, when :meth:`log` returns: the checkpoint written after it
+    never covers a row that a kill could still lose (TensorBoard's writer otherwise
+    queues events for a background thread, and a ``kill -9`` right after the checkpoint
+    lost the steps still queued: the resumed curve missed them).
 
     :param run_dir: the run directory.
     :param start_iteration: first iteration this process logs; rows at or after it that
@@ -35,10 +42,15 @@ class RunLogger:
             self.writer = SummaryWriter(str(self.run_dir), purge_step=start_iteration or None)
 
     def _truncate(self, start_iteration: int) -> None:
-        # rows a killed process wrote past the checkpoint, and a line cut off by the kill, go
-        keep = [row for row in read_metrics(self.run_dir) if row["iteration"] < start_iteration]
-        if self.metrics_path.exists() or keep:
-            self.metrics_path.write_text("".join(json.dumps(row) + "\n" for row in keep))
+        """Drop the rows a killed process wrote past the checkpoint, and a line cut off by the
+        kill; atomically, so a kill now cannot lose the rows before the checkpoint."""
+        if not self.metrics_path.exists():
+            return
+        text = self.metrics_path.read_text(errors="replace")
+        keep = "".join(json.dumps(row) + "\n" for row in read_metrics(self.run_dir)
+                       if row["iteration"] < start_iteration)
+        if keep != text:
+            write_atomic(self.metrics_path, keep)
 
     def log_hparams(self, hparams: dict[str, Any], metrics: dict[str, float]) -> None:
         """Record the resolved config as TensorBoard hparams (in the run's own event file)."""
@@ -53,7 +65,8 @@ class RunLogger:
             self.writer.file_writer.add_summary(summary)
 
     def log(self, iteration: int, scalars: dict[str, float]) -> None:
-        """Write one iteration's scalars (NaN/None values are skipped in TensorBoard)."""
+        """Write one iteration's scalars (NaN/None values are skipped in TensorBoard); both
+        files hold the row when this returns."""
         row = {"iteration": iteration, **scalars}
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
@@ -61,6 +74,7 @@ class RunLogger:
             for key, value in scalars.items():
                 if value is not None and value == value:
                     self.writer.add_scalar(key, value, iteration)
+            self.writer.flush()  # waits for the writer thread: the events are in the file
 
     def close(self) -> None:
         self._file.close()

@@ -103,14 +103,16 @@ class ProgressCallback(Callback):
     a file, a batch job) one log line every ``log_every`` iterations and at the last.
 
     Fields: ``ret`` the mean episode return of the iteration, ``best`` the papers' metric
-    (the best particle's mean return), ``sps`` env steps per second. Iterations are counted
+    (the best particle's mean return), ``sps`` env steps per second; in a batch of seeds, those
+    of the callback's ``seed_index`` (the first seed), named first by ``seed=<seed>``. Iterations are counted
     from 1 (``iteration 30`` is the 30th, ``metrics.jsonl``'s row 29). The total is the job's
     ``num_steps``; where that is an estimate (``total_steps``) it grows to the iterations the
     run takes, and a finished run's bar ends at its own count (26/26, not 26/25).
     """
 
-    def __init__(self, bar: bool, log_every: int, desc: str, stream: Any = None) -> None:
+    def __init__(self, bar: bool, log_every: int, desc: str, stream: Any = None, seed: int | None = None) -> None:
         self.stream = sys.stderr if stream is None else stream
+        self.seed = seed  #: a batch's: the seed whose figures are shown (the fields begin seed=<seed>)
         isatty = getattr(self.stream, "isatty", None)
         self.bar_enabled = bool(bar and isatty is not None and isatty())
         self.log_every, self.desc = log_every, desc
@@ -127,6 +129,8 @@ class ProgressCallback(Callback):
 
     def on_iteration(self, trainer: Trainer, scalars: dict[str, float]) -> None:
         fields = trainer.job.progress_fields(scalars)
+        if self.seed is not None:
+            fields = {"seed": str(self.seed), **fields}
         total = planned_iterations(trainer)
         if self.bar is not None:
             first = self.bar.n == self.bar.initial  # show the first iteration's figures at once
@@ -244,10 +248,10 @@ class RunDirectory:
 
     def clear_aborted_start(self) -> None:
         """Remove what a start killed before its first checkpoint left (config, metrics,
-        TensorBoard events), so the new start logs from step 0 without duplicates."""
+        TensorBoard events, a best checkpoint), so the new start logs from step 0 without duplicates."""
         if self.checkpoint.exists():
             raise ConfigError(f"{self.path} holds a checkpoint: resume it instead")
-        for pattern in (CONFIG_NAME, "metrics.jsonl", "events.out.tfevents.*"):
+        for pattern in (CONFIG_NAME, "metrics.jsonl", "events.out.tfevents.*", "best.pt", "best.json"):
             for leftover in self.path.glob(pattern):
                 leftover.unlink()
 

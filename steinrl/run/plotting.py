@@ -27,10 +27,11 @@ import numpy as np
 
 from steinrl.errors import ConfigError
 from steinrl.run.config import read_run_config
+from steinrl.run.labels import metric_label, settings_label
 from steinrl.run.logger import read_metrics
 
 __all__ = ["Curve", "Panel", "Drawn", "draw_panels", "split_off_scale", "band_note", "find_runs", "collect_curves",
-           "plot_runs", "IDENTITY_FREE_KEYS", "PANELS_PER_ROW", "MIN_BAND_SEEDS"]
+           "config_identity", "plot_runs", "IDENTITY_FREE_KEYS", "PANELS_PER_ROW", "MIN_BAND_SEEDS"]
 
 #: Config keys that do not make a run a different configuration: its seed, its length (the
 #: total a resume may raise), where it ran and the run loop's bookkeeping (``run.*``).
@@ -90,7 +91,8 @@ class Curve:
 
 @dataclass(frozen=True)
 class Panel:
-    """One axes: a title, axis labels and its curves."""
+    """One axes: a title, axis labels and its curves (a ``ylabel`` that is a known metric key is
+    drawn in words: :func:`steinrl.run.labels.metric_label`)."""
 
     title: str
     xlabel: str
@@ -191,7 +193,7 @@ def draw_panels(panels: Sequence[Panel], out: str | Path, band: str, dpi: int = 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(panel.title, fontsize="medium")
         ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel(panel.ylabel, fontsize="small")
+        ax.set_ylabel(metric_label(panel.ylabel), fontsize="small")  # a metric key in words
         ax.tick_params(labelsize="small")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(laid_out):]:
@@ -248,7 +250,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     return list(runs.values())
 
 
-def _identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def config_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The config's keys (dotted, ``update.lr``) that make its configuration, with their values."""
     flat: dict[str, Any] = {}
     for key, value in cfg.items():
@@ -274,17 +276,15 @@ class _Group:
 
 def _label_groups(groups: list[_Group]) -> None:
     """Label each group by its algo, plus, where one env has several groups of an algo, the
-    config keys in which those groups differ (``s2vgd-a2c update.lr=0.001``)."""
+    config keys in which those groups differ, in short form (``svgd-a2c kernel=imq(β=-0.3) lr=0.001``:
+    :func:`steinrl.run.labels.settings_label`)."""
     missing = object()
     for group in groups:
         twins = [g for g in groups if (g.env, g.algo) == (group.env, group.algo)]
         keys = sorted({k for g in twins for k in g.identity})
         differ = [k for k in keys if any(g.identity.get(k, missing) != group.identity.get(k, missing) for g in twins)]
-        group.label = " ".join([group.algo, *(f"{k}={_show(group.identity.get(k, '-'))}" for k in differ)])
-
-
-def _show(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        settings = settings_label({k: group.identity.get(k, "-") for k in differ}, keys)
+        group.label = " ".join(part for part in (group.algo, settings) if part)
 
 
 def collect_curves(paths: Sequence[str | Path], key: str | None) -> list[_Group]:
@@ -303,7 +303,7 @@ def collect_curves(paths: Sequence[str | Path], key: str | None) -> list[_Group]
         if not curve:
             print(f"warning: {run} has no {run_key!r} values; skipped", file=sys.stderr)
             continue
-        identity = _identity(cfg)
+        identity = config_identity(cfg)
         group = next((g for g in groups if (g.env, g.algo, g.identity) == (cfg.env, cfg.algo, identity)), None)
         if group is None:
             group = _Group(cfg.env, cfg.algo, identity, x_key.split("/")[-1], run_key, {})

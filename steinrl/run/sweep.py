@@ -8,7 +8,8 @@ trials' checkpoints. The outputs (``results.csv``, ``summary.md``, ``curves.png`
 written from the trials' own results by :mod:`steinrl.run.sweep_report`. The spec format
 is in ``docs/sweeps.md``; every trial's config is validated before Ray starts.
 
-Ray is an optional dependency (``pip install "steinrl[sweep]"``), imported only here, on use.
+Ray is an optional dependency (the ``sweep`` extra: ``pip install -e ".[sweep]"`` in a checkout), imported only
+here, on use.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from steinrl.run.sweep_report import block_result, report
 
 __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "sweep_main", "CHECKPOINT_NAME"]
 
-RAY_MISSING = 'steinrl sweep needs Ray Tune: pip install "steinrl[sweep]"'
+RAY_MISSING = 'steinrl sweep needs Ray Tune: pip install -e ".[sweep]" in the steinrl checkout (the sweep extra)'
 CHECKPOINT_NAME = "checkpoint.pt"
 #: The spec's fields (docs/sweeps.md describes each).
 FIELDS = ("algos", "envs", "seeds", "iterations", "rounds", "preset", "config", "grid", "per_env", "per_algo",

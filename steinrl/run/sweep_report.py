@@ -199,7 +199,10 @@ def _groups(trials: Sequence[TrialRun]) -> dict[tuple, list[TrialRun]]:
 
 
 def _label(trial: TrialRun) -> str:
-    return " ".join([trial.algo, *(f"{k}={_value(v)}" for k, v in trial.params.items())])
+    """A curve's legend: the algo and the trial's grid values in short form (``svgd-a2c kernel=imq(β=-0.3)``)."""
+    from steinrl.run.labels import settings_label
+
+    return " ".join(part for part in (trial.algo, settings_label(trial.params)) if part)
 
 
 def write_results_csv(trials: Sequence[TrialRun], path: Path, headline_only: bool = False) -> None:

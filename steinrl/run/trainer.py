@@ -63,8 +63,9 @@ class Trainer:
 
     :param config: a resolved config (:func:`steinrl.load_config`).
     :param seeds: several seeds trained as one batch (RL; each seed is the run it would be
-        alone, to float rounding); default ``[config.seed]``. Everything per seed (scalars,
-        checkpoints, configs) is indexed by the seed's position in ``seeds``.
+        alone with the batch's config, to float rounding: the torch envs, ``rollout.env_backend``
+        torch, which a single seed on the CPU does not use by default); default ``[config.seed]``.
+        Everything per seed (scalars, checkpoints, configs) is indexed by the seed's position in ``seeds``.
     """
 
     def __init__(self, config: Config, seeds: list[int] | None = None) -> None:
@@ -82,6 +83,8 @@ class Trainer:
         #: each seed's own config (its ``seed``): what its checkpoint records
         self.seed_configs = [config.replace({"seed": s}) for s in self.seeds] if seeds is not None else [config]
         self.iteration = 0  #: iterations done
+        #: per seed, what the run loop keeps across a resume (plain data: the best held-out score so far)
+        self.loop_state: list[dict[str, Any]] = [{} for _ in self.seeds]
         self.job = self.algorithm.job(config, self.seeds)
 
     @property
@@ -111,7 +114,7 @@ class Trainer:
     # --- state --------------------------------------------------------------------
     def state_dict(self, seed_index: int = 0) -> dict[str, Any]:
         """Everything seed ``seed_index`` needs to continue, alone or in a batch: iteration,
-        its config, the job's state (plain data and tensors)."""
+        its config, the job's state (plain data and tensors) and the run loop's (:attr:`loop_state`)."""
         return {
             "format": CHECKPOINT_FORMAT,
             "format_version": CHECKPOINT_VERSION,
@@ -119,6 +122,7 @@ class Trainer:
             "iteration": self.iteration,
             "config": self.seed_configs[seed_index].to_dict(),
             "job": self.job.state_dict(seed_index),
+            "loop": dict(self.loop_state[seed_index]),
         }
 
     def _check(self, state: Any, seed_index: int, where: str) -> dict[str, Any]:
@@ -151,6 +155,7 @@ class Trainer:
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise CheckpointError(f"{where} does not fit this run: {' '.join(str(exc).split())[:300]}") from None
         self.iteration = iterations.pop()
+        self.loop_state = [dict(state.get("loop") or {}) for state in states]
 
     def save(self, path: str | Path, seed_index: int = 0) -> None:
         """Atomically write seed ``seed_index``'s :meth:`state_dict` to ``path``."""

@@ -40,6 +40,7 @@ from steinrl.errors import ConfigError
 from steinrl.run.algos import parse_algo
 from steinrl.run.cli_base import Parser
 from steinrl.run.sweep_report import mean_ci
+from steinrl.sb3.compare_notes import column_notes, replaced_table, run_settings
 from steinrl.sb3.evaluation import ENSEMBLE_MODES, RunRecord, evaluate_record, find_runs
 
 __all__ = ["compare_main", "compare_runs", "reward_threshold", "summary_table"]
@@ -77,44 +78,60 @@ def _label(values: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in values.items())
 
 
-def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[str, Any]]) -> None:
-    """Add to each row's ``params`` the spec ``config`` values (a trial's overrides) that differ
-    between the compared trials of its env and algo (a key a trial lacks reads ``default``), so
-    that two sweeps of one algorithm with different settings are told apart, not pooled."""
+def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[str, Any]],
+                              identities: list[dict[str, Any]] | None = None,
+                              named: list[set[str]] | None = None) -> None:
+    """Add to each row's ``params`` the spec ``config`` values (a trial's overrides) that differ between the
+    compared trials of its env and algo (a key a trial lacks reads ``default``), then the resolved config
+    values (``identities``) that differ and that no grid value or override (``named``) names, as ``evaluate
+    --plot`` splits curves: runs of one algorithm with different settings are not pooled (kernels in short
+    form, ``update.kernel=imq(β=-0.3)``)."""
+    from steinrl.run.labels import short_value
+
+    identities = identities or [{} for _ in rows]
     by_task: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(rows):
         by_task.setdefault((row["env"], row["algo"]), []).append(i)
     for members in by_task.values():
         keys = sorted({k for i in members for k in overrides[i]})
         differing = [k for k in keys if len({repr(overrides[i].get(k, "default")) for i in members}) > 1]
+        covered = set(keys).union(*(named[i] for i in members)) if named else set(keys)
+        config = [k for k in sorted({k for i in members for k in identities[i]})
+                  if k not in covered and k.rsplit(".", 1)[-1] not in covered
+                  and len({repr(identities[i].get(k, "-")) for i in members}) > 1]
         for i in members:
-            extra = _label({k: overrides[i].get(k, "default") for k in differing})
+            extra = _label({**{k: overrides[i].get(k, "default") for k in differing},
+                            **{k: short_value(identities[i].get(k, "-")) for k in config}})
             rows[i]["params"] = " ".join(part for part in (rows[i]["params"], extra) if part)
 
 
 def compare_runs(paths: Sequence[str | Path], labels: Sequence[dict[str, str]] | None = None,
-                 **options: Any) -> list[dict[str, Any]]:
-    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`).
+                 checkpoint: str = "last", **options: Any) -> list[dict[str, Any]]:
+    """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`;
+    ``checkpoint``: of :func:`~steinrl.sb3.evaluation.find_runs`, ``best`` scores each run's best.pt).
 
     ``params`` names a sweep trial's grid / search values and the spec ``config`` values that
     differ between the compared trials of the same env and algo; ``labels[i]`` (optional), the
     ``key=value`` labels of ``paths[i]``'s rows (:func:`label_rows`)."""
     labels = list(labels) if labels is not None else [{} for _ in paths]
-    found = [(record, labels[i]) for i, path in enumerate(paths) for record in find_runs([path])]
+    found = [(record, labels[i]) for i, path in enumerate(paths) for record in find_runs([path], checkpoint)]
     if not found:
         raise ConfigError("no trained runs (a checkpoint.pt, or a Ray trial's checkpoint) under "
                           f"{', '.join(map(str, paths))}")
-    rows, overrides, row_labels = [], [], []
+    rows, overrides, row_labels, identities, named = [], [], [], [], []
     for i, (record, label) in enumerate(found, 1):
         print(f"[{i}/{len(found)}] {record.path}", file=sys.stderr, flush=True)
         trial = _trial(record)
         params, config = _params(trial), trial.get("trial", {}).get("overrides") or {}
         config = config if isinstance(config, dict) else {}
+        identity = run_settings(record)
         for row in evaluate_record(record, **options):
             rows.append({**row, "params": _label(params)})
             overrides.append({k: v for k, v in config.items() if k not in params})
             row_labels.append(label)
-    _name_differing_overrides(rows, overrides)
+            identities.append(identity)
+            named.append(set(params))
+    _name_differing_overrides(rows, overrides, identities, named)
     for row, label in zip(rows, row_labels):
         label_rows([row], label)
     return rows
@@ -310,7 +327,8 @@ def _write(rows: list[dict[str, Any]], out: Path, command: str, moved: float = M
             writer.writeheader()
             writer.writerows(rows)
         md = out.with_suffix(".md")
-        md.write_text(f"# Side-by-side evaluation\n\n`{command}`\n\n{summary_table(rows, moved)}\n")
+        notes = "\n".join(column_notes(moved))
+        md.write_text(f"# Side-by-side evaluation\n\n`{command}`\n\n{summary_table(rows, moved)}\n\n{notes}\n")
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror}") from None
     return md
@@ -331,6 +349,9 @@ def compare_parser(prog: str = "steinrl compare") -> Parser:
     p.add_argument("--heldout-episodes", type=int, default=3, help="select: episodes per particle (default 3)")
     p.add_argument("--heldout-seed", type=int, help="select: seed of the held-out episodes (default seed + 1000)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
+    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
+                   help="a steinrl run directory's policy: last (checkpoint.pt) or best (best.pt, from its held-out "
+                        "evaluations every run.best_every iterations, where it has one; the run column names it)")
     p.add_argument("--moved", type=float, default=MOVED_METRES, metavar="METRES",
                    help="a run moved when its mean forward distance (the torso's x displacement over an evaluation "
                         f"episode, locomotion tasks) is at least this (default {MOVED_METRES:g})")
@@ -366,14 +387,16 @@ def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare
     if runs:
         rows = compare_runs([path for path, _ in runs], [values for _, values in runs], episodes=args.episodes,
                             seed=args.seed, ensemble=args.ensemble, heldout_episodes=args.heldout_episodes,
-                            heldout_seed=args.heldout_seed, deterministic=not args.stochastic, device=args.device)
+                            heldout_seed=args.heldout_seed, deterministic=not args.stochastic, device=args.device,
+                            checkpoint=args.checkpoint)
     for path, values in sources:
         if path.suffix == ".csv":
             table = read_comparison(path)
             label_rows(table, values)
             rows += table
     command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
+    replaced = replaced_table(out)  # said, not silent: the earlier table is overwritten
     md = _write(rows, out, command, args.moved)
-    print(summary_table(rows, args.moved))
-    print(f"wrote {out} and {md}", file=sys.stderr)
+    print(summary_table(rows, args.moved), "", *column_notes(args.moved), sep="\n")
+    print(*([replaced] if replaced else []), f"wrote {out} and {md}", sep="\n", file=sys.stderr)
     return 0

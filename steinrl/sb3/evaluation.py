@@ -41,6 +41,7 @@ import numpy as np
 
 from steinrl import envs
 from steinrl.errors import ConfigError
+from steinrl.run.best import BEST_NAME, read_best
 from steinrl.run.checkpoint import CHECKPOINT_NAME
 from steinrl.run.config import Config
 from steinrl.run.load import load_run
@@ -86,18 +87,33 @@ def _trial_rows(trial: Path) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def find_runs(paths: list[str | Path]) -> list[RunRecord]:
+def _best_record(run: Path) -> RunRecord:
+    """A run directory's ``best.pt`` (:mod:`steinrl.run.best`), its rows up to the iteration it holds."""
+    best = read_best(run) or {}
+    rows = read_metrics(run)
+    iteration = best.get("iteration")
+    return RunRecord(run, run / BEST_NAME, rows[:iteration] if isinstance(iteration, int) else rows)
+
+
+def find_runs(paths: list[str | Path], checkpoint: str = "last") -> list[RunRecord]:
     """The runs under ``paths``: run directories (``checkpoint.pt`` + ``metrics.jsonl``), their
     checkpoint files, Ray trial directories (``params.json`` + ``checkpoint_*/``; the latest
-    checkpoint), or folders holding any of these (a logdir, a sweep's output), searched in order."""
+    checkpoint), or folders holding any of these (a logdir, a sweep's output), searched in order.
+    ``checkpoint="best"`` takes a run directory's ``best.pt`` where it has one (the policy of its
+    best held-out evaluation; a Ray trial keeps none); a ``best.pt`` given as a path is taken as it is."""
     found: list[RunRecord] = []
 
     def visit(path: Path) -> None:
+        if path.is_file() and path.name == BEST_NAME and (path.parent / CHECKPOINT_NAME).is_file():
+            found.append(_best_record(path.parent))
+            return
         if path.is_file() and path.name == CHECKPOINT_NAME:
             path = path.parent
         if not path.is_dir():
             return
-        if (path / CHECKPOINT_NAME).is_file():
+        if (path / CHECKPOINT_NAME).is_file() and checkpoint == "best" and (path / BEST_NAME).is_file():
+            found.append(_best_record(path))
+        elif (path / CHECKPOINT_NAME).is_file():
             found.append(RunRecord(path, path / CHECKPOINT_NAME, read_metrics(path)))
         elif (path / "params.json").is_file():
             checkpoints = sorted(path.glob(f"checkpoint_*/{CHECKPOINT_NAME}"))
@@ -231,7 +247,8 @@ def _row(record: RunRecord, cfg: Config, who: str, stats: tuple[list[float], lis
     returns, lengths, forward = stats
     particles = cfg.particles if "rollout" in cfg else 1
     known = [d for d in forward if math.isfinite(d)]
-    return {"run": str(record.path), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "particles": particles,
+    where = record.path / BEST_NAME if record.checkpoint.name == BEST_NAME else record.path
+    return {"run": str(where), "algo": cfg.algo, "env": cfg.env, "seed": cfg.seed, "particles": particles,
             "policy": who, "eval_mean": float(np.mean(returns)), "eval_std": float(np.std(returns)),
             "episodes": len(returns), "ep_len_mean": float(np.mean(lengths)),
             "forward_mean": float(np.mean(known)) if known and len(known) == len(forward) else math.nan,
