@@ -255,10 +255,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [m for m in args.methods if m not in REGRESSION_METHODS]
     if unknown or not args.methods:
         raise ConfigError(f"--methods: unknown method(s) {unknown}; choices: {','.join(REGRESSION_METHODS)}")
-    args.update = parse_update(args.update, args.batch_size)
     if args.update and not any(is_stein(m) for m in args.methods):
         raise ConfigError(f"--update sets the Stein update's options; --methods {','.join(args.methods)} has no "
                           f"Stein method ({', '.join(m for m in PARTICLE_METHODS if is_stein(m))})")
+    args.update = parse_update(args.update, args.batch_size)
     output_dir(args.out, "--out")
     return args
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from steinrl.errors import ConfigError
 
-__all__ = ["MOVED_KEYS", "check_moved", "migrate_run_config"]
+__all__ = ["MOVED_KEYS", "check_moved", "migrate_run_config", "migrate_overrides"]
 
 #: Keys that have moved, with what to write instead (a saved run config is migrated: :func:`migrate_run_config`).
 MOVED_KEYS = {
@@ -56,3 +56,19 @@ def migrate_run_config(data: dict[str, Any]) -> dict[str, Any]:
             kernel.update(moved)
         update["kernel"] = kernel
     return {**data, "update": update}
+
+
+def migrate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Flat dotted overrides (a sweep spec's trial) in today's keys: ``update.kernel_space``,
+    ``update.function_states`` and ``update.function_driving`` (steinrl 0.2's, as the kernel
+    study's specs were written) become parameters of ``update.kernel``, kept only for a
+    function-space kernel (0.2 ignored them otherwise)."""
+    moved = {new: overrides[f"update.{old}"] for old, new in _FUNCTION_SPACE_KEYS.items()
+             if f"update.{old}" in overrides}
+    if not moved:
+        return overrides
+    out = {k: v for k, v in overrides.items() if k.removeprefix("update.") not in _FUNCTION_SPACE_KEYS}
+    if moved.get("space") == "functions":
+        kernel = out.get("update.kernel", {})
+        out["update.kernel"] = {**({"name": kernel} if isinstance(kernel, str) else kernel), **moved}
+    return out
