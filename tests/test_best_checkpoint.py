@@ -112,3 +112,21 @@ def test_compare_scores_the_best_checkpoint(tmp_path, monkeypatch):
     assert {r["run"] for r in best} == {str(run / "best.pt")} and {r["iterations"] for r in best} == {2}
     assert {r["run"] for r in last} == {str(run)} and {r["iterations"] for r in last} == {3}
     assert compare_runs([run / "best.pt"], episodes=1, heldout_episodes=1)[0]["run"] == str(run / "best.pt")
+
+
+def test_each_seed_of_a_batch_keeps_its_own_best(tmp_path, monkeypatch, capsys):
+    def by_seed(trainer, seed_index=0, episodes=5):  # seed 0 peaks at iteration 1, seed 1 at 2
+        return {(0, 1): 2.0, (0, 2): 1.0, (1, 1): 1.0, (1, 2): 2.0}[seed_index, trainer.iteration], seed_index
+
+    monkeypatch.setattr(best_module, "heldout_score", by_seed)
+    code = run_cli(train_main, ["--env", "Cartpole", "--seeds", "0,1", "--iterations", "2", "--particles", "2",
+                                "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
+                                "--set", "critic.steps=2", "--set", "run.best_every=1", "--set",
+                                "rollout.sampling=continuing", "--no-progress", "--logdir", str(tmp_path),
+                                "--run-name", "b"])
+    assert code == 0, capsys.readouterr().err
+    for seed, iteration in ((0, 1), (1, 2)):
+        run = tmp_path / "Cartpole" / "s2vgd-a2c" / f"b-seed{seed}"
+        best = json.loads((run / "best.json").read_text())
+        assert (best["iteration"], best["particle"]) == (iteration, seed)
+        assert load_checkpoint(run / "best.pt")["config"]["seed"] == seed

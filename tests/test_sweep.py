@@ -3,6 +3,7 @@ starting Ray), the summary maths against scipy, the outputs, and the smoke sweep
 
 import csv
 import math
+import os
 import runpy
 import shutil
 import subprocess
@@ -366,12 +367,17 @@ def test_a_sweep_on_a_two_node_ray_cluster_survives_losing_a_node(tmp_path):
     127.0.0.1; the smoke spec's 4 trials at 30 iterations (fewer end before a kill can land) run
     on both workers; one worker is killed after its trial's first checkpoint; every trial
     finishes, the killed one from its checkpoint on the other node; results.csv equals each
-    trial's Trainer stepped without Ray (timings aside)."""
+    trial's Trainer stepped without Ray (timings aside). The cluster is the benchmark's own (free
+    ports, its own temp dir, no RAY_ADDRESS: another Ray on the machine is neither joined nor
+    disturbed); where its two workers cannot be made, the test skips saying why."""
     pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ray_cluster.py"), "--iterations", "30",
                            "--checkpoint-every", "3", "--reference", "trainer", "--out", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+                          capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode == 77 and last.startswith("ray_cluster skipped: "):
+        pytest.skip(f"no two-node Ray cluster here: {last.removeprefix('ray_cluster skipped: ')}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert last == "ray_cluster nodes=2 trials=4 nodes_used=2 node_killed=1 finished=4 equal=1"
     assert "went on from its checkpoint" in proc.stdout

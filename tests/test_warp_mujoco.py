@@ -24,7 +24,7 @@ from conftest import stepped_with_a_restore
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import steinrl
-from steinrl.envs import warp_mujoco
+from steinrl.envs import warp_mujoco, warp_sim
 from steinrl.envs.warp_mujoco import INSTALL_HINT, WARP_TASKS, warp_installed
 
 HAVE_MUJOCO = importlib.util.find_spec("mujoco") is not None
@@ -53,6 +53,7 @@ def _in_tmp_path(tmp_path, monkeypatch):
 
 def test_a_missing_extra_is_one_error_line_naming_the_install_command(monkeypatch):
     monkeypatch.setattr(warp_mujoco, "warp_installed", lambda: False)
+    monkeypatch.setattr(warp_sim, "warp_installed", lambda: False)
     cfg = steinrl.load_config("svgd-ppo", "Hopper-v5", SMALL)
     with pytest.raises(steinrl.ConfigError) as err:
         steinrl.Trainer(cfg)
@@ -66,7 +67,8 @@ def test_a_missing_extra_is_one_error_line_naming_the_install_command(monkeypatc
 
 def test_choosing_warp_where_it_cannot_run_is_one_error_line():
     for env, extra, match in (("CartPole-v1", {}, "vectorization warp runs HalfCheetah-v5"),
-                              ("Hopper-v5", {"rollout.env_backend": "numpy"}, "env_backend must be auto or torch")):
+                              ("Hopper-v5", {"rollout.env_backend": "numpy"}, "env_backend must be auto or torch"),
+                              ("Hopper-v5", {"rollout.compile": True}, "rollout.compile cannot trace")):
         cfg = steinrl.load_config("svgd-ppo", env, {**SMALL, **extra})
         with pytest.raises(steinrl.ConfigError, match=match) as err:
             steinrl.Trainer(cfg)
@@ -145,11 +147,20 @@ def test_episodes_match_gymnasiums_from_the_same_states_and_a_fall_ends_at_the_s
 
 @needs_warp
 def test_time_limit_truncates_as_gymnasiums_time_limit():
+    """With a limit of 3 steps, Gymnasium's ``TimeLimit`` and the worlds truncate at the same step
+    (not terminated), and the next step is the world's autoreset (its step count restarts)."""
+    from steinrl import envs
+
+    ref = envs.make("Hopper-v5", max_episode_steps=3)
+    ref.reset(seed=0)
+    u = ref.unwrapped
     task = warp_mujoco.make_warp_vec("Hopper-v5", 2, max_episode_steps=3)
-    task.reset(seed=0)
+    task.start(torch.tensor(np.concatenate([u.data.qpos, u.data.qvel]), dtype=torch.float32)[:, None].repeat(1, 2))
     zero = torch.zeros(2, 3)
     flags = [tuple(x.tolist() for x in task.step(zero)[2:]) for _ in range(5)]
-    assert flags[2] == ([False, False], [True, True])  # the 3rd step: truncated, not terminated
+    theirs = [ref.step(np.zeros(3))[2:4] for _ in range(3)]
+    assert [(f[0][0], f[1][0]) for f in flags[:3]] == theirs == [(False, False), (False, False), (False, True)]
+    assert flags[2] == ([False, False], [True, True])
     assert flags[3] == ([False, False], [False, False]) and task.steps.tolist() == [1, 1]  # autoreset, then a step
 
 

@@ -6,7 +6,7 @@ knows whether actions are continuous or discrete: rollout, evaluation and the SB
 all act through :meth:`PolicyHead.sample` / :meth:`PolicyHead.ensemble_action`.
 
 - :class:`GaussianHead` (``Box``): a Gaussian with a state-independent log-std per
-  particle, ``log_std (M, A)``; ``out`` is the mean.
+  particle, ``log_std (M, A)``, optionally floored at ``log_std_min``; ``out`` is the mean.
 - :class:`CategoricalHead` (``Discrete``): ``out`` are the logits; sampling is
   Gumbel-max, so pre-drawn noise makes it exact and cheap.
 
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry
 
 __all__ = ["PolicyHead", "GaussianHead", "CategoricalHead", "HEADS", "head_for"]
@@ -98,7 +99,18 @@ class PolicyHead(nn.Module):
 
 
 class GaussianHead(PolicyHead):
-    """Gaussian policy ``N(out, exp(log_std)²)`` with a state-independent log-std per particle."""
+    """Gaussian policy ``N(out, exp(log_std)²)`` with a state-independent log-std per particle.
+
+    ``log_std_min`` (None: no floor) floors the log-std wherever the head uses it: the noise
+    scale of sampling (rollout, evaluation, the SB3 export), ``log_prob``, the entropy, the
+    function-space embedding and the logged ``policy_std`` all see
+    ``log_std.clamp(min=log_std_min)`` (:meth:`effective_log_std`). It is a plain clamp: a
+    parameter entry below the floor gets no gradient (the clamp's derivative is 0 there), so it
+    stays where it is, the std it gives is exactly the floor, and it can rise again only by
+    what else moves it (the weight-space kernel's repulsion with ``log_std_in_kernel``); at
+    the floor itself the gradient passes. The parameter is stored unclamped (checkpoints keep
+    it), so a run resumed without the floor acts with its raw value.
+    """
 
     options = (
         Option("log_std_init", float, 0.0, "Initial log standard deviation of the Gaussian policy (Box actions)."),
@@ -106,11 +118,25 @@ class GaussianHead(PolicyHead):
                "Box actions: move the log-std with the weights by SVGD (the SVPG code); by default each particle's "
                "log-std follows its own policy gradient (a separate Adam), since the repulsive term drives in-kernel "
                "log-stds apart without bound."),
+        Option("log_std_min", (float, None), None,
+               "Box actions: a floor on the log standard deviation, log_std.clamp(min=log_std_min) wherever the "
+               "policy uses it (sampling, log-probabilities, entropy, the function-space kernel, evaluation); a "
+               "log-std below it gets no gradient (a plain clamp) and acts at the floor; must be <= log_std_init; "
+               "null: no floor."),
     )
 
     def __init__(self, num_particles: int, action_space: gym.Space, log_std_init: float = 0.0,
-                 log_std_in_kernel: bool = False) -> None:
+                 log_std_in_kernel: bool = False, log_std_min: float | None = None) -> None:
         super().__init__(num_particles, action_space)
+        if log_std_min is not None:
+            if isinstance(log_std_min, bool) or not isinstance(log_std_min, (int, float)) \
+                    or not math.isfinite(log_std_min):
+                raise ConfigError(f"policy.log_std_min must be a finite number or null, got {log_std_min!r}")
+            if log_std_min > log_std_init:
+                raise ConfigError(f"policy.log_std_min ({log_std_min:g}) is above policy.log_std_init "
+                                  f"({log_std_init:g}): the log-std would start below its floor, where the clamp "
+                                  "passes no gradient, and never leave it")
+        self.log_std_min = None if log_std_min is None else float(log_std_min)
         self.out_dim = int(action_space.shape[0])
         self.log_std_in_kernel = bool(log_std_in_kernel)
         self.log_std = nn.Parameter(torch.full((num_particles, self.out_dim), float(log_std_init)))
@@ -129,8 +155,12 @@ class GaussianHead(PolicyHead):
                    device: torch.device | str) -> Tensor:
         return torch.randn((*shape, self.out_dim), generator=generator, device=device)
 
+    def effective_log_std(self) -> Tensor:
+        """The log-std the policy acts with, ``(M, A)``: ``log_std`` floored at ``log_std_min``."""
+        return self.log_std if self.log_std_min is None else self.log_std.clamp(min=self.log_std_min)
+
     def scale(self) -> Tensor:
-        return self.log_std.exp().unsqueeze(1)  # M 1 A
+        return self.effective_log_std().exp().unsqueeze(1)  # M 1 A
 
     def sample(self, out: Array, noise: Array | None, scale: Array | None) -> Array:
         if noise is None:
@@ -141,10 +171,11 @@ class GaussianHead(PolicyHead):
         return noise * scale  # (T, M, E, A) * (M, 1, A)
 
     def log_prob(self, out: Tensor, actions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        log_std = self.log_std.unsqueeze(1)  # M 1 A
+        effective = self.effective_log_std()  # M A
+        log_std = effective.unsqueeze(1)  # M 1 A
         z = (actions - out) * torch.exp(-log_std)
         logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)  # M B
-        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)  # M: state-independent, no mask needed
+        entropy = (0.5 + _LOG_SQRT_2PI + effective).sum(-1)  # M: state-independent, no mask needed
         return logp, entropy
 
     def ensemble_action(self, out: Tensor, deterministic: bool, generator: torch.Generator | None) -> Tensor:
@@ -158,15 +189,15 @@ class GaussianHead(PolicyHead):
     def function(self, out: Tensor) -> Tensor:
         """The means on the states, squashed into the action bounds by tanh (bounded spaces: the
         clipped actions do not change once a mean leaves the bounds, so the kernel does not push
-        means out there), and the log-std where the kernel moves it (``log_std_in_kernel``)."""
+        means out there), and the (floored) log-std where the kernel moves it (``log_std_in_kernel``)."""
         means = (torch.tanh((out - self._centre) / self._half) if self._bounded else out).flatten(1)
-        return torch.cat([means, self.log_std], 1) if self.log_std_in_kernel else means
+        return torch.cat([means, self.effective_log_std()], 1) if self.log_std_in_kernel else means
 
     def own_parameters(self) -> list[nn.Parameter]:
         return [] if self.log_std_in_kernel else [self.log_std]
 
     def diagnostics(self, groups: int = 1) -> dict[str, Tensor]:
-        return {"policy_std": self.log_std.detach().exp().view(groups, -1).mean(1)}  # each seed's own
+        return {"policy_std": self.effective_log_std().detach().exp().view(groups, -1).mean(1)}  # each seed's own
 
 
 class CategoricalHead(PolicyHead):

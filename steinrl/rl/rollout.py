@@ -72,8 +72,9 @@ ROLLOUT_OPTIONS: tuple[Option, ...] = (
            "iteration.", choices=SAMPLING_MODES),
     Option("env_backend", str, "auto",
            "numpy: our tasks as numpy vector envs on the host; torch: their torch twins on the training device, the "
-           "whole rollout there (steinrl's tasks only); auto: numpy on cpu, torch on other devices where the task has "
-           "a torch twin.", choices=("auto", "numpy", "torch")),
+           "whole rollout there (steinrl's tasks, and the MuJoCo tasks with vectorization warp); auto: numpy on cpu, "
+           "torch on other devices where the task has a torch twin (vectorization warp: torch on any device).",
+           choices=("auto", "numpy", "torch")),
     Option("compile", bool, False,
            "torch backend: run each rollout step (policy forward, sampling, env step, autoreset, buffer writes) as "
            "one torch.compile(fullgraph=True) graph (on CUDA in mode reduce-overhead: a CUDA graph). Off by "
