@@ -123,7 +123,8 @@ def test_a_run_of_steinrl_0_2_resumes_and_continues_as_it_would_have(tmp_path):
     run.mkdir()
     for name in ("config.yaml", "checkpoint.pt"):
         shutil.copy(data / name, run / name)
-    assert read_run_config(run / "config.yaml").update.kernel == {"name": "rbf", "bandwidth": "s2vgd", "space": "weights"}
+    kernel = read_run_config(run / "config.yaml").update.kernel
+    assert kernel == {"name": "rbf", "bandwidth": "s2vgd", "space": "weights"}
     assert train_main(["--resume", str(run), "--iterations", "4", "--no-progress"]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-2:]
     want = [json.loads(line) for line in (data / "straight_iterations_3_4.jsonl").read_text().splitlines()]

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -32,7 +31,7 @@ from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, pack, to_host, unpack
+from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, episode_scalars, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -101,25 +100,6 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
         if cfg.policy.normalize_obs or cfg.update.proximal_weight:
             raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
     return seeds
-
-
-def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
-    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)`` (on the host, read by
-    :func:`to_host`): SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max over
-    particles of each particle's mean return over the episodes it completed in the batch."""
-    return_sum, length_sum, count = episode_stats  # (M,) each
-    total = count.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_particle = return_sum / count  # NaN for a particle without a finished episode
-    scalars = {
-        "rollout/ep_rew_mean": float(return_sum.sum() / total) if total else float("nan"),
-        "rollout/ep_len_mean": float(length_sum.sum() / total) if total else float("nan"),
-        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if total else float("nan"),
-        "rollout/episodes": float(total),
-    }
-    for i, value in enumerate(per_particle):
-        scalars[f"particles/ep_rew_mean_{i:02d}"] = float(value)
-    return scalars
 
 
 class PolicyGradientJob:
