@@ -179,7 +179,7 @@ def summary(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("part", choices=("raw", "checks", "train", "summary"))
     parser.add_argument("--tasks", default=None, help="comma-separated ids (default: all seven; train: the targets')")
     parser.add_argument("--worlds", default="1024,4096,16384")

@@ -2,7 +2,8 @@
 
     python benchmarks/uci.py --data benchmarks/data/uci/yacht --splits 20
     python benchmarks/uci.py --data benchmarks/data/uci/energy --methods svgd,s2vgd --prior invgamma
-    python benchmarks/uci.py --data benchmarks/data/uci/yacht --splits 20 --methods svgd --update kernel_space=functions
+    python benchmarks/uci.py --data benchmarks/data/uci/yacht --splits 20 --methods svgd \
+        --update 'kernel={space: functions}'
 
 For each method and split k: a random 90/10 train/test split with seed k
 (:func:`steinrl.bayes.regression.split_indices`), inputs/targets standardised with the
@@ -15,22 +16,22 @@ methods, ``--splits 20`` takes about 30-35 minutes on 2 cores (``--jobs 2``) for
 about 10 minutes for energy (docs/results/uci.md gives each method's seconds per split); the
 first line says the estimate for the run at hand.
 
-``--update KEY=VALUE`` (repeatable) sets an option of the Stein methods' particle update (the
-``update`` config section's but the kernel, which stays the RBF with the S²VGD bandwidth
-rule: ``kernel_space``, ``function_states``, ``function_driving``, ...), passed to
+``--update KEY=VALUE`` (repeatable; YAML values) sets an option of the Stein methods' particle
+update (the ``update`` config section's: ``kernel``, whose mapping sets parameters of the RBF
+kernel with the S²VGD bandwidth rule, ``repulsion``, ...), passed to
 :func:`~steinrl.bayes.regression.fit_regressor` as ``update_options``; e.g.
-``--update kernel_space=functions`` puts the kernel on the particles' predictions at each
+``--update 'kernel={space: functions}'`` puts the kernel on the particles' predictions at each
 minibatch's first B inputs. The other methods have no Stein update and ignore it.
 
 Prints one line per finished split, then one summary line per method (the last lines)::
 
-    uci set=<name> method=<m> [update.<key>=<value> ...] splits=<n> rmse=<mean> rmse_se=<se> test_ll=<mean>
-        seconds_per_split=<s>
+    uci set=<name> method=<m> [update.<key>[.<parameter>]=<value> ...] splits=<n> rmse=<mean> rmse_se=<se>
+        test_ll=<mean> seconds_per_split=<s>
 
 (one line each; ``update.<key>=<value>`` for a Stein method run with ``--update``)
 and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
 (default runs/benchmarks/; rows keyed by method, its update options and prior, so a rerun
-replaces its own rows and keeps the others: ``svgd`` and ``svgd update.kernel_space=functions``
+replaces its own rows and keeps the others: ``svgd`` and ``svgd update.kernel.space=functions``
 are two rows). ``--update-docs`` refreshes the same section of docs/results/uci.md.
 
 Every argument and every file of ``--data`` is checked before the first fit: a missing,
@@ -56,8 +57,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
+from steinrl.core.kernels import kernel_spec  # noqa: E402
 from steinrl.core.methods import METHODS  # noqa: E402
-from steinrl.core.updates import UPDATES  # noqa: E402
+from steinrl.core.updates import UPDATES, check_embedding_states  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.registry import coerce  # noqa: E402
 from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
@@ -96,10 +98,15 @@ def is_stein(method: str) -> bool:
     return method in PARTICLE_METHODS and METHODS.get(method).update == "stein"
 
 
+#: the Stein methods' kernel here unless ``--update kernel=...`` sets its parameters
+DEFAULT_KERNEL = {"name": "rbf", "bandwidth": "s2vgd"}
+
+
 def parse_update(items: list[str], batch_size: int) -> dict:
-    """``--update KEY=VALUE`` items as checked options of the Stein update (YAML values; one
-    :class:`ConfigError` line for an unknown key, a bad value, or function_states above the batch)."""
-    options = {o.name: o for o in UPDATES.get("stein").options if o.name != "kernel"}
+    """``--update KEY=VALUE`` items as checked options of the Stein update, as given (YAML values;
+    a kernel mapping sets parameters of :data:`DEFAULT_KERNEL`); one :class:`ConfigError` line for
+    an unknown key, a bad value, or shared inputs (``states``) above the batch."""
+    options = {o.name: o for o in UPDATES.get("stein").options}
     out: dict = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -112,17 +119,24 @@ def parse_update(items: list[str], batch_size: int) -> dict:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             raise ConfigError(f"--update {key}: cannot parse value {raw!r}") from None
-        out[key] = coerce(options[key], value, key, "--update", out.get(key))
-    if out.get("function_states", 0) > batch_size:
-        raise ConfigError(f"--update function_states={out['function_states']} is larger than the minibatch "
-                          f"(--batch-size {batch_size}): B states are drawn from each minibatch")
+        out[key] = {**out[key], **value} if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    section = {k: coerce(options[k], v, k, "--update", kernel_spec(DEFAULT_KERNEL) if k == "kernel" else None)
+               for k, v in out.items()}  # checked; kept as given
+    try:
+        check_embedding_states(section, batch_size, f"the minibatch (--batch-size {batch_size})")
+    except ConfigError as exc:
+        raise ConfigError(f"--update: {exc}") from None
     return out
 
 
 def method_label(method: str, update: dict) -> str:
-    """The method's name in the table and the summary lines: with its ``--update`` options if it is a Stein method."""
-    extra = " ".join(f"update.{k}={v}" for k, v in update.items()) if is_stein(method) else ""
-    return " ".join(part for part in (method, extra) if part)
+    """The method's name in the table and the summary lines: with its ``--update`` options if it
+    is a Stein method (a mapping's parameters each as ``update.<key>.<parameter>=<value>``)."""
+    parts = []
+    for key, value in update.items() if is_stein(method) else ():
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        parts += [f"update.{key}{'' if p is None else '.' + str(p)}={v}" for p, v in items]
+    return " ".join([method, *parts])
 
 
 def run_split(data_dir: str, method: str, split: int, options: dict) -> tuple[str, int, float, float, float]:
@@ -223,8 +237,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="log γ = noise_scale · (optimised coordinate); see fit_regressor")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--update", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the Stein methods' particle update, e.g. kernel_space=functions, "
-                             "function_states=32 (repeatable; the other methods ignore it)")
+                        help="an option of the Stein methods' particle update, e.g. 'kernel={space: functions, "
+                             "states: 32}' or 'repulsion={name: share, target: 0.2}' (repeatable; the other methods "
+                             "ignore it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
     parser.add_argument("--update-docs", action="store_true",
                         help="also refresh the set's section of docs/results/uci.md")
@@ -240,10 +255,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [m for m in args.methods if m not in REGRESSION_METHODS]
     if unknown or not args.methods:
         raise ConfigError(f"--methods: unknown method(s) {unknown}; choices: {','.join(REGRESSION_METHODS)}")
-    args.update = parse_update(args.update, args.batch_size)
     if args.update and not any(is_stein(m) for m in args.methods):
         raise ConfigError(f"--update sets the Stein update's options; --methods {','.join(args.methods)} has no "
                           f"Stein method ({', '.join(m for m in PARTICLE_METHODS if is_stein(m))})")
+    args.update = parse_update(args.update, args.batch_size)
     output_dir(args.out, "--out")
     return args
 

@@ -147,7 +147,7 @@ def ant_contact_frames(states: int = 150) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--tasks", default=None, help="comma-separated ids (default: all seven)")
     parser.add_argument("--worlds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=50)

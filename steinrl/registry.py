@@ -142,7 +142,7 @@ def options_of(part: Any) -> tuple[Option, ...]:
 
 def _type_name(t: Any) -> str:
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string", None: "null",
-            list[int]: "a list of integers", dict: "a mapping"}.get(t, str(t))
+            list[int]: "a list of integers", list[float]: "a list of numbers", dict: "a mapping"}.get(t, str(t))
 
 
 def _convert(t: Any, value: Any) -> tuple[bool, Any]:
@@ -170,10 +170,10 @@ def _convert(t: Any, value: Any) -> tuple[bool, Any]:
         return isinstance(value, str), value
     if t is dict:
         return isinstance(value, Mapping), dict(value) if isinstance(value, Mapping) else value
-    if t == list[int]:
+    if t in (list[int], list[float]):
         if not isinstance(value, list):
             return False, value
-        items = [_convert(int, v) for v in value]
+        items = [_convert(t.__args__[0], v) for v in value]
         return all(ok for ok, _ in items), [v for _, v in items]
     raise TypeError(f"unsupported option type {t!r}")
 
@@ -208,6 +208,44 @@ def coerce(option: Option, value: Any, key: str, where: str, current: Any = None
         except ValueError as exc:
             raise ConfigError(f"{name}: {exc}") from None
     return converted
+
+
+def named_spec(value: Any, current: Mapping[str, Any] | None, registry: Registry[Any], what: str,
+               extra: tuple[Option, ...] = (), keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A registered part named in a config, ``{name, every parameter}``, checked (a kernel, a
+    repulsion controller): ``value`` is its name, or a mapping of ``name`` and parameters; a
+    mapping without ``name`` sets parameters of ``current`` (the part configured so far; default
+    the registry's first). ``extra``: parameters every part takes besides its own ``options``;
+    ``keep``: those that stay when the name changes.
+
+    :raises ConfigError: naming the registered parts, or the parameters a part takes and what
+        values they take.
+    """
+    first = registry.names()[0]
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"a {what} is a name ({', '.join(registry.names())}) or a mapping {{name: ..., "
+                          f"<parameter>: ...}}, got {value!r}")
+    base = dict(current) if current is not None and "name" not in value else {"name": first}
+    name = value.get("name", base["name"])
+    cls = registry.get(name)
+    if name != base["name"]:
+        base = {k: v for k, v in base.items() if k in keep}
+        base["name"] = name
+    declared = {o.name: o for o in (*options_of(cls), *extra)}
+    unknown = sorted(set(value) - set(declared) - {"name"})
+    if unknown:
+        raise ConfigError(f"{what} {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
+                          f"{', '.join(declared) or 'none'}")
+    spec = {"name": name}
+    for key, option in declared.items():
+        raw = value.get(key, base.get(key, option.default))
+        try:
+            spec[key] = coerce(option, raw, key, "")
+        except ConfigError as exc:
+            raise ConfigError(f"{what} {name!r}: {str(exc).replace('config key', 'parameter', 1)}") from None
+    return spec
 
 
 def setting(default: Any, doc: str, *, kind: Any = None, check: Callable[[Any], str | None] | None = None,

@@ -37,7 +37,7 @@ def test_values_are_read_as_their_declared_type():
     ({"update.optimizer": "lbfgs"}, "must be one of adam, rmsprop, rmsprop_tf, sgd; got 'lbfgs'"),
     ({"prior.name": "laplace"}, "unknown prior 'laplace'; registered: " + ", ".join(PRIORS.names())),
     ({"update.kernel": {"bandwidth": -1.0}}, "'update.kernel' in the command line: kernel 'rbf': parameter "
-                                             "'bandwidth' must be 'svpg' or 's2vgd' or a positive"),
+                                             "'bandwidth' must be 'svpg' or 's2vgd' or 'svpg_adaptive' or a positive"),
     ({"rollout": 3}, "'rollout' in the command line is a config section"),
     ({"a.b.c": 1}, "must be <key> or <section>.<key>"),
     ({"seed": -1}, "'seed' in the command line must be in [0, 2**32), got -1"),

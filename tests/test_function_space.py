@@ -56,8 +56,8 @@ def numeric_jacobians(params, f, eps=1e-6):
 @pytest.mark.parametrize("kernel", [{"name": "rbf", "bandwidth": 0.7}, {"name": "imq", "beta": -0.3}])
 def test_function_space_direction_against_finite_differences(driving, kernel):
     params, f, grad = tiny()
-    k = make_kernel(kernel)
-    phi, info = function_space_direction(f(params), params, grad, kernel=k, driving=driving)
+    k = make_kernel({**kernel, "space": "functions", "states": 5, "driving": driving})
+    phi, info = function_space_direction(f(params), params, grad, kernel=k)
     # the formula written out in numpy, with numerical Jacobians
     fv = f(params).detach().numpy()
     J = numeric_jacobians(params, f)
@@ -93,7 +93,8 @@ def test_a_linear_net_on_the_identity_inputs_is_weight_space_svgd(driving):
     grad = torch.randn(6, 12, generator=g, dtype=F64)
     eye = torch.eye(4, dtype=F64)
     k = make_kernel({"name": "rbf", "bandwidth": "s2vgd"})
-    phi, info = function_space_direction((eye @ W).flatten(1), [W], grad, kernel=k, driving=driving)
+    fk = make_kernel({**k.spec(), "space": "functions", "states": 4, "driving": driving})
+    phi, info = function_space_direction((eye @ W).flatten(1), [W], grad, kernel=fk)
     ref, ref_info = svgd_direction(W.detach().flatten(1), grad, kernel=k)
     torch.testing.assert_close(phi, ref, rtol=1e-10, atol=1e-12)
     for key in ("bandwidth", "kernel_mean", "mean_pairwise_distance", "repulsive_norm"):
@@ -102,12 +103,12 @@ def test_a_linear_net_on_the_identity_inputs_is_weight_space_svgd(driving):
 
 def test_groups_are_coupled_only_within_themselves():
     params, f, grad = tiny(M=6, seed=2)
-    k = make_kernel("rbf")
-    phi, info = function_space_direction(f(params), params, grad, kernel=k, groups=2, driving="functions")
+    k = make_kernel({"name": "rbf", "space": "functions", "states": 5, "driving": "functions"})
+    phi, info = function_space_direction(f(params), params, grad, kernel=k, groups=2)
     for s in range(2):
         rows = slice(3 * s, 3 * s + 3)
         alone = [torch.nn.Parameter(p.detach()[rows].clone()) for p in params]
-        ref, ref_info = function_space_direction(f(alone), alone, grad[rows], kernel=k, driving="functions")
+        ref, ref_info = function_space_direction(f(alone), alone, grad[rows], kernel=k)
         torch.testing.assert_close(phi[rows], ref, rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(info["bandwidth"][s], ref_info["bandwidth"])
 
@@ -116,9 +117,8 @@ def test_parameters_the_outputs_do_not_reach_keep_the_weight_space_driving_term(
     params, f, grad = tiny(M=4, seed=3)
     extra = torch.nn.Parameter(torch.randn(4, 2, dtype=F64))  # e.g. a prior's own per-particle parameter
     g_extra = torch.randn(4, 2, dtype=F64)
-    k = make_kernel({"name": "rbf", "bandwidth": 1.0})
-    phi, _ = function_space_direction(f(params), [*params, extra], torch.cat([grad, g_extra], 1), kernel=k,
-                                      driving="functions")
+    k = make_kernel({"name": "rbf", "bandwidth": 1.0, "space": "functions", "states": 5, "driving": "functions"})
+    phi, _ = function_space_direction(f(params), [*params, extra], torch.cat([grad, g_extra], 1), kernel=k)
     fv = f(params).detach()
     K = torch.exp(-torch.cdist(fv, fv).square() / 1.0)
     torch.testing.assert_close(phi[:, -2:], K @ g_extra / 4, rtol=1e-10, atol=1e-12)
@@ -126,45 +126,44 @@ def test_parameters_the_outputs_do_not_reach_keep_the_weight_space_driving_term(
 
 def test_the_particle_optimizer_asks_for_the_outputs():
     params, f, _ = tiny()
-    opt = ParticleOptimizer(params, SteinUpdate(kernel_space="functions"), lr=0.1, optimizer="sgd")
+    opt = ParticleOptimizer(params, SteinUpdate({"space": "functions", "states": 5}), lr=0.1, optimizer="sgd")
     objective = -sum(p.square().reshape(4, -1).sum(1) for p in params)
     with pytest.raises(ValueError, match="outputs"):
         opt.step(objective)
-    opt.functions = lambda: f(params)
     before = flatten([p.detach() for p in params]).clone()
-    info = opt.step(-sum(p.square().reshape(4, -1).sum(1) for p in params)).direction
+    info = opt.step(-sum(p.square().reshape(4, -1).sum(1) for p in params), embed=lambda: f(params)).direction
     assert not torch.equal(before, flatten([p.detach() for p in params])) and float(info["repulsive_norm"]) > 0
 
 
 def test_rl_agent_shares_b_states_per_seed_and_rejects_a_b_larger_than_the_batch():
     over = {"particles": 3, "rollout.batch_size": 40, "rollout.envs_per_particle": 2, "rollout.sampling": "continuing",
-            "update.kernel_space": "functions", "update.function_states": 8, "rollout.env_backend": "torch"}
+            "update.kernel": {"space": "functions", "states": 8}, "rollout.env_backend": "torch"}
     cfg = steinrl.load_config("svgd-a2c", "CartpoleSwingUp", over)
     trainer = steinrl.Trainer(cfg, [0, 1])
     trainer.step_seeds()
-    states = trainer.job.agent.function_states  # (G·M, B, obs_dim), normalised as the policy sees them
+    states = trainer.job.agent.shared_states  # (G·M, B, obs_dim), normalised as the policy sees them
     assert states.shape == (6, 8, 4)
     for s in range(2):
         group = states[3 * s:3 * s + 3]
         assert torch.equal(group[0], group[1]) and torch.equal(group[0], group[2])  # one set per seed
     assert not torch.equal(states[0], states[3])
-    assert cfg.replace({"update.function_states": 120}).update.function_states == 120  # 3 particles x 40: all
-    with pytest.raises(steinrl.ConfigError, match=r"function_states 121 .* = 120\)"):
-        cfg.replace({"update.function_states": 121})  # refused with the config (a sweep: before Ray starts)
-    with pytest.raises(steinrl.ConfigError, match="function_states"):
-        steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"update.function_states": 1})
+    assert cfg.replace({"update.kernel": {"states": 120}}).update.kernel["states"] == 120  # 3 particles x 40: all
+    with pytest.raises(steinrl.ConfigError, match=r"update.kernel states 121 .* = 120\)"):
+        cfg.replace({"update.kernel": {"states": 121}})  # refused with the config (a sweep: before Ray starts)
+    with pytest.raises(steinrl.ConfigError, match="states"):
+        steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"update.kernel": {"space": "functions", "states": 1}})
 
 
 def test_a_bandit_b_larger_than_the_refit_minibatch_is_refused_with_the_config():
-    over = {"update.kernel_space": "functions", "protocol.minibatch": 32}
-    assert steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.function_states": 32})
-    with pytest.raises(steinrl.ConfigError, match=r"function_states 33 .*protocol.minibatch 32"):
-        steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.function_states": 33})
+    over = {"protocol.minibatch": 32}
+    assert steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.kernel": {"space": "functions", "states": 32}})
+    with pytest.raises(steinrl.ConfigError, match=r"kernel states 33 .*protocol.minibatch 32"):
+        steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.kernel": {"space": "functions", "states": 33}})
 
 
 def test_a_resumed_function_space_run_continues_exactly(tmp_path):
     over = {"particles": 3, "rollout.batch_size": 40, "rollout.envs_per_particle": 2, "rollout.sampling": "continuing",
-            "update.kernel_space": "functions", "update.function_states": 16, "update.function_driving": "functions"}
+            "update.kernel": {"space": "functions", "states": 16, "driving": "functions"}}
     cfg = steinrl.load_config("svgd-ppo", "CartpoleSwingUp", {**over, "estimator.minibatches": 2})
     straight = steinrl.Trainer(cfg)
     rows = [straight.step() for _ in range(3)]

@@ -24,7 +24,7 @@ CASES = [
     ("s2vgd-a2c", {"rollout.sampling": "cut"}, [4, 1]),
     ("svgd-ppo", {"estimator.minibatches": 2, "estimator.epochs": 2, "estimator.scale_rewards": True,
                   "estimator.anneal_lr": True, "critic.joint": True, "iterations": 6}, None),
-    ("svgd-ppo", {"estimator.minibatches": 2, "update.kernel_space": "functions", "update.function_states": 8,
+    ("svgd-ppo", {"estimator.minibatches": 2, "update.kernel": {"space": "functions", "states": 8},
                   "policy.normalize_obs": True, "iterations": 6}, None),
     ("independent-reinforce", {}, [0, 2]),
 ]

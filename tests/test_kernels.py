@@ -123,17 +123,17 @@ def test_imq_svgd_covers_both_modes():
 def test_kernels_are_objects_with_their_own_parameters():
     imq = make_kernel({"name": "imq", "beta": -0.3, "bandwidth": "s2vgd"})
     assert isinstance(imq, IMQKernel) and imq.beta == -0.3 and imq.rule == "s2vgd"
-    assert make_kernel(imq.spec()).spec() == {"name": "imq", "bandwidth": "s2vgd", "beta": -0.3}
-    assert make_kernel("rbf").spec() == {"name": "rbf", "bandwidth": "svpg"}
+    assert make_kernel(imq.spec()).spec() == {"name": "imq", "bandwidth": "s2vgd", "beta": -0.3, "space": "weights"}
+    assert make_kernel("rbf").spec() == {"name": "rbf", "bandwidth": "svpg", "space": "weights"}
     # β changes the kernel: (1 + d²/h)^β by hand at d² = 3, h = 1
     theta = torch.tensor([[0.0], [3 ** 0.5]], dtype=F64)
     assert float(make_kernel({"name": "imq", "beta": -0.3, "bandwidth": 1.0})(theta)[0][0, 1]) == \
         pytest.approx(4 ** -0.3, rel=1e-12)
     # a mapping without name sets parameters of the kernel so far
     assert kernel_spec({"beta": -0.9}, {"name": "imq", "beta": -0.3, "bandwidth": 2.0}) == \
-        {"name": "imq", "bandwidth": 2.0, "beta": -0.9}
+        {"name": "imq", "bandwidth": 2.0, "beta": -0.9, "space": "weights"}
     assert kernel_spec({"name": "rbf"}, {"name": "imq", "beta": -0.3, "bandwidth": 2.0}) == \
-        {"name": "rbf", "bandwidth": "svpg"}
+        {"name": "rbf", "bandwidth": "svpg", "space": "weights"}
 
 
 def test_kernel_choice_and_errors():
@@ -148,7 +148,7 @@ def test_kernel_choice_and_errors():
         IMQKernel(0.5)
     with pytest.raises(ConfigError, match=r"kernel 'imq': parameter 'beta' must be in \(-1, 0\)"):
         make_kernel({"name": "imq", "beta": 0.5})
-    with pytest.raises(ConfigError, match="has no parameter 'gamma'; its parameters: bandwidth$"):
+    with pytest.raises(ConfigError, match="no parameter 'gamma'; its parameters: bandwidth, space, states, driving$"):
         make_kernel({"name": "rbf", "gamma": 2})
     with pytest.raises(ConfigError, match="bandwidth"):
         make_kernel({"name": "rbf", "bandwidth": "scott"})
@@ -159,14 +159,14 @@ def test_update_kernel_option():
     """``update.kernel`` is declared by the stein update, for RL and Stein Thompson sampling
     alike, as a name or a mapping of name and parameters; the independent update has no kernel."""
     spec = load_config(algo="svgd-a2c", env="CartPole-v1").update.kernel
-    assert spec == {"name": "rbf", "bandwidth": "svpg"}
+    assert spec == {"name": "rbf", "bandwidth": "svpg", "space": "weights"}
     imq = load_config(algo="s2vgd-a2c", env="CartPole-v1", overrides={"update.kernel": "imq"}).update.kernel
-    assert imq == {"name": "imq", "bandwidth": "svpg", "beta": -0.5}
+    assert imq == {"name": "imq", "bandwidth": "svpg", "beta": -0.5, "space": "weights"}
     bandit = load_config(algo="svgd-ts", env="Mushroom", overrides={"update.kernel": "imq"})
     assert bandit.update.kernel["name"] == "imq"
     nested = load_config(algo="svgd-a2c", env="CartPole-v1",
                          overrides={"update": {"kernel": {"name": "imq", "beta": -0.3, "bandwidth": 2.5}}})
-    assert nested.update.kernel == {"name": "imq", "bandwidth": 2.5, "beta": -0.3}
+    assert nested.update.kernel == {"name": "imq", "bandwidth": 2.5, "beta": -0.3, "space": "weights"}
     with pytest.raises(ConfigError, match="unknown kernel 'laplace'.*rbf, imq"):
         load_config(algo="svgd-a2c", env="CartPole-v1", overrides={"update.kernel": "laplace"})
     with pytest.raises(ConfigError, match="kernel"):
@@ -184,8 +184,8 @@ def test_kernel_set_from_the_command_line_in_one_piece_or_by_parameter(tmp_path)
 
     sets = parse_set(["update.kernel={name: imq, beta: -0.3}"])
     cfg = load_config("svgd-a2c", "CartPole-v1", sets)
-    assert cfg.update.kernel == {"name": "imq", "bandwidth": "svpg", "beta": -0.3}
+    assert cfg.update.kernel == {"name": "imq", "bandwidth": "svpg", "beta": -0.3, "space": "weights"}
     path = tmp_path / "k.yaml"
     path.write_text("update:\n  kernel: {name: imq, bandwidth: s2vgd}\n")
     cfg = load_config("svgd-a2c", "CartPole-v1", parse_set(["update.kernel={beta: -0.2}"]), config_files=[path])
-    assert cfg.update.kernel == {"name": "imq", "bandwidth": "s2vgd", "beta": -0.2}
+    assert cfg.update.kernel == {"name": "imq", "bandwidth": "s2vgd", "beta": -0.2, "space": "weights"}

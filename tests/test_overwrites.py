@@ -60,17 +60,17 @@ def test_compare_splits_runs_whose_settings_differ_and_explains_its_columns(tmp_
     from steinrl.sb3.compare import compare_runs, summary_table
 
     root = tmp_path / "runs"
-    trained_run(root, "svgd-a2c", "Cartpole", run_name="functions", **{"update.kernel_space": "functions"})
+    trained_run(root, "svgd-a2c", "Cartpole", run_name="functions", **{"update.kernel": {"space": "functions"}})
     trained_run(root, "svgd-a2c", "Cartpole", run_name="imq", **{"update.kernel": {"name": "imq", "beta": -0.3}})
     trained_run(root, "svgd-a2c", "Cartpole", run_name="imq1", seed=1,
                 **{"update.kernel": {"name": "imq", "beta": -0.3}})
     rows = compare_runs([root], episodes=1, heldout_episodes=1)
     params = {r["run"].rsplit("/", 1)[-1]: r["params"] for r in rows}
-    assert params["functions"] == "update.kernel=rbf update.kernel_space=functions"
-    assert params["imq"] == params["imq1"] == "update.kernel=imq(β=-0.3) update.kernel_space=weights"
+    assert params["functions"] == "update.kernel=rbf(space=functions)"
+    assert params["imq"] == params["imq1"] == "update.kernel=imq(β=-0.3)"
     table = summary_table(rows)
-    assert table.count("| Cartpole | svgd-a2c | 3 | update.kernel=imq(β=-0.3) update.kernel_space=weights | ") == 2
-    assert table.count("| Cartpole | svgd-a2c | 3 | update.kernel=rbf update.kernel_space=functions | ") == 2
+    assert table.count("| Cartpole | svgd-a2c | 3 | update.kernel=imq(β=-0.3) | ") == 2
+    assert table.count("| Cartpole | svgd-a2c | 3 | update.kernel=rbf(space=functions) | ") == 2
     out = tmp_path / "cmp.csv"
     assert run_cli(steinrl_main, ["compare", str(root), "--episodes", "1", "--heldout-episodes", "1",
                                   "--out", str(out)]) == 0

@@ -208,7 +208,7 @@ def test_update_flag_reaches_the_stein_methods_only(tmp_path):
     d = _write_uci(tmp_path / "tiny", data)
     opts = dict(hidden=(5,), particles=3, epochs=2, batch_size=10, lr=1e-2, prior="joint", optimizer="adam",
                 noise_scale=10.0)
-    functions = {"kernel_space": "functions", "function_states": 4}
+    functions = {"kernel": {"space": "functions", "states": 4}}
     _, _, rmse_f, ll_f, _ = uci.run_split(str(d), "svgd", 0, {**opts, "update_options": functions})
     X, y, _ = load_uci(d)
     train, test = split_indices(len(y), 0)
@@ -217,16 +217,17 @@ def test_update_flag_reaches_the_stein_methods_only(tmp_path):
     assert uci.run_split(str(d), "svgd", 0, {**opts, "update_options": {}})[2] != rmse_f
     independent = [uci.run_split(str(d), "independent", 0, {**opts, "update_options": u})[2] for u in (functions, {})]
     assert independent[0] == independent[1]
-    assert uci.method_label("svgd", functions) == "svgd update.kernel_space=functions update.function_states=4"
+    assert uci.method_label("svgd", functions) == "svgd update.kernel.space=functions update.kernel.states=4"
     assert uci.method_label("independent", functions) == "independent"
 
 
 @pytest.mark.parametrize("items, message", [
-    (["kernel_space=fn"], "config key 'kernel_space' in --update must be one of weights, functions"),
-    (["function_states=1"], "config key 'function_states' in --update must be >= 2"),
-    (["function_states=101"], "--update function_states=101 is larger than the minibatch (--batch-size 100)"),
-    (["kernel=imq"], "--update kernel: not an option of the Stein update"),
-    (["kernel_space"], "--update expects KEY=VALUE"),
+    (["kernel={space: fn}"], "kernel 'rbf': parameter 'space' must be one of weights, functions"),
+    (["kernel={space: functions, states: 1}"], "kernel 'rbf': parameter 'states' must be >= 2"),
+    (["kernel={space: functions, states: 101}"], "--update: update.kernel states 101 is more than the minibatch "
+                                                 "(--batch-size 100)"),
+    (["kernel_space=functions"], "--update kernel_space: not an option of the Stein update"),
+    (["kernel"], "--update expects KEY=VALUE"),
 ])
 def test_update_flag_errors_are_one_line(items, message):
     with pytest.raises(ConfigError) as info:
@@ -235,7 +236,7 @@ def test_update_flag_errors_are_one_line(items, message):
 
 
 def test_benchmark_script_keeps_weight_and_function_space_rows_apart(tmp_path):
-    """A run with --update adds its own rows (svgd update.kernel_space=functions) beside the plain
+    """A run with --update adds its own rows (svgd update.kernel.space=functions) beside the plain
     svgd row of an earlier run; the summary lines name the update; --update without a Stein method
     is refused in one line."""
     data = np.random.default_rng(0).normal(size=(40, 3))
@@ -245,15 +246,15 @@ def test_benchmark_script_keeps_weight_and_function_space_rows_apart(tmp_path):
     plain = run_script("benchmarks/uci.py", *common, "--methods", "svgd", timeout=120)
     assert plain.returncode == 0, plain.stderr
     proc = run_script("benchmarks/uci.py", *common, "--methods", "svgd,independent", "--update",
-                      "kernel_space=functions", "--update", "function_states=4", timeout=120)
+                      "kernel={space: functions, states: 4}", timeout=120)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-2:]
-    assert last[0].startswith("uci set=tiny method=svgd update.kernel_space=functions update.function_states=4 "
+    assert last[0].startswith("uci set=tiny method=svgd update.kernel.space=functions update.kernel.states=4 "
                               "splits=1 rmse=")
     assert last[1].startswith("uci set=tiny method=independent splits=1 rmse=")
     rows = [line.split("|")[1].strip() for line in (tmp_path / "out" / "uci_tiny.md").read_text().splitlines()
             if line.startswith("| ") and not line.startswith("| method")]
-    assert rows == ["svgd", "svgd update.kernel_space=functions update.function_states=4", "independent"]
-    bad = run_script("benchmarks/uci.py", *common, "--methods", "bbb", "--update", "kernel_space=functions")
+    assert rows == ["svgd", "svgd update.kernel.space=functions update.kernel.states=4", "independent"]
+    bad = run_script("benchmarks/uci.py", *common, "--methods", "bbb", "--update", "kernel={space: functions}")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: --update sets the Stein update's options; --methods bbb has no Stein method (svgd, s2vgd, vmg, kron)"]

@@ -38,7 +38,7 @@ def test_registered_with_its_short_name_time_limit_and_config():
     cfg = load_config("svgd-ppo", "SparseHalfCheetah")
     assert cfg.rollout.horizon == 1000 and cfg.policy.log_std_init == 0.0 and cfg.rollout.batch_size == 2048
     # the exploration study's measured setting: M = 4, the kernel on the action means over 64 shared states
-    assert (cfg.particles, cfg.update.kernel_space, cfg.update.function_states) == (4, "functions", 64)
+    assert (cfg.particles, cfg.update.kernel["space"], cfg.update.kernel["states"]) == (4, "functions", 64)
     vec = envs.make_vec("SparseHalfCheetah", 2)  # Gymnasium's sync vector env: no numpy entry point
     assert isinstance(vec, gym.vector.SyncVectorEnv) and vec.observation_space.shape == (2, 18)
     vec.close()
@@ -116,7 +116,7 @@ def test_svgd_ppo_trains_on_it_with_the_function_space_kernel(tmp_path):
     from conftest import trained_run
 
     run = trained_run(tmp_path, "svgd-ppo", "SparseHalfCheetah", horizon=20, batch_size=40,
-                      **{"update.kernel_space": "functions", "update.function_states": 8})
+                      **{"update.kernel": {"space": "functions", "states": 8}})
     assert (run / "checkpoint.pt").is_file()
 
 

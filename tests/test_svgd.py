@@ -197,10 +197,10 @@ def test_independent_update_and_single_particle_give_plain_gradient():
     theta, grad = (torch.tensor(a) for a in random_particles(8, 5, seed=7))
     phi, info = IndependentUpdate().direction(theta, grad)
     torch.testing.assert_close(phi, grad)
-    assert info["repulsive_norm"].item() == 0 and info["kernel_mean"].item() == 0
+    assert set(info) == {"mean_pairwise_distance", "attractive_norm"}  # no kernel: no bandwidth, no repulsion
     d = np.sqrt(naive_sq_dists(theta.numpy()))
-    assert info["bandwidth"].item() == pytest.approx(svpg_code_bandwidth(theta.numpy()), rel=1e-10)
     assert info["mean_pairwise_distance"].item() == pytest.approx(d[~np.eye(8, dtype=bool)].mean(), rel=1e-9)
+    assert info["attractive_norm"].item() == pytest.approx(np.linalg.norm(grad.numpy()), rel=1e-12)
     phi1, info1 = svgd_direction(theta[:1], grad[:1])
     torch.testing.assert_close(phi1, grad[:1])
     assert info1["bandwidth"].item() == 1.0 and info1["mean_pairwise_distance"].item() == 0

@@ -89,8 +89,8 @@ def test_bad_lists_are_one_line_errors(tmp_path, text, words):
     ("grid: {temperature: [5, -1]}\n", ["temperature=-1", "must be > 0"]),
     ("preset: fats\n", ["unknown preset 'fats'"]),
     ("per_algo: {svgd-a2c: {layer.K: 2}}\n", ["layer.K"]),
-    ("config: {particles: 2, rollout.batch_size: 10, update.kernel_space: functions, update.function_states: 21}\n",
-     ["update.function_states 21", "= 20"]),
+    ("config: {particles: 2, rollout.batch_size: 10, update.kernel: {space: functions, states: 21}}\n",
+     ["update.kernel states 21", "= 20"]),
 ])
 def test_every_trial_config_is_checked_before_ray_starts(tmp_path, extra, words):
     spec = sweep.load_spec(write_spec(tmp_path, GOOD + extra))

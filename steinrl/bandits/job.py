@@ -29,7 +29,7 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZERS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES, check_function_states
+from steinrl.core.updates import UPDATES, check_embedding_states, check_repulsion_for
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
 
@@ -114,10 +114,12 @@ class BanditJob:
 
     @staticmethod
     def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
-        """A function-space kernel's B shared inputs are the first contexts of each refit minibatch:
-        ``update.function_states`` <= ``protocol.minibatch``."""
+        """The embedding's B shared inputs (a function-space kernel's, a spread controller's) are the
+        first contexts of each refit minibatch: B <= ``protocol.minibatch``; no bandit controller (it
+        scores training iterations, which Thompson sampling has not)."""
         held = values["protocol"]["minibatch"]
-        check_function_states(values.get("update", {}), held, f"a refit minibatch holds (protocol.minibatch {held})")
+        check_embedding_states(values.get("update", {}), held, f"a refit minibatch holds (protocol.minibatch {held})")
+        check_repulsion_for(values.get("update", {}), "Thompson sampling")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> None:
@@ -141,9 +143,9 @@ class BanditJob:
                 Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
-            # the kernel of a Stein update and its space (the protocol sets the optimizer and its step size)
+            # the kernel of a Stein update and its repulsion (the protocol sets the optimizer and its step size)
             sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update))
-                                       if o.name in ("kernel", "kernel_space", "function_states", "function_driving"))
+                                       if o.name in ("kernel", "repulsion"))
         return sections
 
     @classmethod

@@ -58,6 +58,8 @@ from steinrl.core.methods import METHODS
 from steinrl.core.optim import gradient_step
 from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
+from steinrl.core.repulsion import repulsion_spec
+from steinrl.core.updates import check_repulsion_for
 from steinrl.errors import ConfigError
 
 __all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
@@ -161,23 +163,25 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
     given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
-    section = {"kernel": kernel_spec({"bandwidth": "s2vgd", **given}), **(update_options or {})} \
-        if spec.update == "stein" else {}
+    section = dict(update_options or {})
+    if spec.update == "stein":  # update_options' kernel sets parameters of the kernel so far
+        section["kernel"] = kernel_spec(section.pop("kernel", {}), kernel_spec({"bandwidth": "s2vgd", **given}))
+        check_repulsion_for({"repulsion": repulsion_spec(section.get("repulsion", "constant"))}, "BNN regression")
+    else:
+        section = {}
     particles_opt = make_particle_optimizer(spec.update, params, section, lr=lr, optimizer=optimizer,
                                             optimizer_kwargs=opt_kwargs)
-    update = particles_opt.update
-    shared = update.function_states if update.kernel_space == "functions" else 0  # B inputs of each minibatch
+    shared = particles_opt.update.embedding_states  # B: the predictions at each minibatch's first B inputs
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
-            if shared:  # the function-space kernel on the predictions at the minibatch's first B inputs
-                particles_opt.functions = lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)
+            embed = (lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)) if shared else None  # (M, B)
             pred = net(x[idx]).squeeze(-1)  # M B
             log_gamma = noise_scale * u_gamma  # M 1
             gamma = log_gamma.exp()
             sq = (pred - y[idx]).square().sum(1, keepdim=True)  # M 1
             log_lik = (n / len(idx)) * (0.5 * len(idx) * (log_gamma - _LOG_2PI) - 0.5 * gamma * sq)
             log_target = (log_lik + log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
-            particles_opt.step(log_target)
+            particles_opt.step(log_target, embed=embed)
     model = nn.ModuleDict({"net": net, "prior": weight_prior})
     model.register_parameter("noise_coordinate", u_gamma)
     return model, lambda xs: (net(xs).squeeze(-1), (noise_scale * u_gamma).squeeze(1).exp())
@@ -244,9 +248,10 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
         short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
-    :param update_options: more options of a Stein method's particle update, e.g.
-        ``{"kernel_space": "functions", "function_states": 32}`` (the kernel on the
-        predictions at each minibatch's first B inputs; see the ``update`` config section).
+    :param update_options: more options of a Stein method's particle update (the ``update``
+        config section), e.g. ``{"kernel": {"space": "functions", "states": 32}}`` (the kernel on
+        the predictions at each minibatch's first B inputs; a kernel mapping here sets parameters
+        of ``kernel``) or ``{"repulsion": {"name": "share", "target": 0.2}}``.
     :param n_predict: posterior draws averaged at prediction (variational methods).
     :param posterior_options: options of :func:`~steinrl.bayes.make_posterior` (over
         the posterior's ``regression_defaults``).

@@ -1,4 +1,6 @@
-"""The Stein direction with the kernel in function space, pulled back to the weights.
+"""The Stein direction with the kernel in function space (:class:`~steinrl.core.kernels.FunctionSpaceKernel`),
+pulled back to the weights; the kernel's distances, bandwidth and diagnostics are those of the
+weight-space direction (:func:`steinrl.core.svgd.kernel_terms`).
 
 Over-parameterised networks make weight-space distances a poor measure of how particles
 differ (Wang et al., ICLR 2019, "Function space particle optimization"; D'Angelo & Fortuin,
@@ -14,10 +16,10 @@ weights by its Jacobian J_i = ∂f_i/∂θ_i (one batched vector-Jacobian produc
 
     rep_i = J_iᵀ (2 / (M h)) Σ_j R_ij (f_i − f_j)
 
-and the driving term either averages the weight-space gradients g_j = ∇ log target(θ_j)
-(``driving="weights"``), or is written in function space too (``driving="functions"``): each
-gradient pushed forward to the outputs (J_j g_j, a Jacobian-vector product), averaged with the
-kernel there and pulled back:
+and the driving term (the kernel's ``driving``) either averages the weight-space gradients
+g_j = ∇ log target(θ_j) (``driving="weights"``), or is written in function space too
+(``driving="functions"``): each gradient pushed forward to the outputs (J_j g_j, a
+Jacobian-vector product), averaged with the kernel there and pulled back:
 
     weights:    φ_i = (1/M) Σ_j K_ij g_j + rep_i
     functions:  φ_i = J_iᵀ (1/M) Σ_j K_ij J_j g_j + rep_i
@@ -35,13 +37,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from steinrl.core.kernels import Kernel
-from steinrl.core.svgd import flatten
+from steinrl.core.kernels import FunctionSpaceKernel
+from steinrl.core.svgd import Forces, RepulsionWeight, flatten, kernel_terms
 
-__all__ = ["function_space_direction", "DRIVING_TERMS"]
-
-#: The forms of the driving term (``update.function_driving``).
-DRIVING_TERMS = ("weights", "functions")
+__all__ = ["function_space_direction"]
 
 
 def _vjp(outputs: Tensor, params: Sequence[Tensor], v: Tensor) -> tuple[Tensor, list[bool]]:
@@ -63,52 +62,51 @@ def _jvp(outputs: Tensor, params: Sequence[Tensor], grad: Tensor) -> Tensor:
     return jg
 
 
-def function_space_direction(outputs: Tensor, params: Sequence[Tensor], grad: Tensor, *, kernel: Kernel,
-                             groups: int = 1, driving: str = "weights") -> tuple[Tensor, dict[str, Tensor]]:
+def function_space_direction(outputs: Tensor, params: Sequence[Tensor], grad: Tensor, *,
+                             kernel: FunctionSpaceKernel, groups: int = 1,
+                             repulsion: RepulsionWeight | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """φ ``(M, D)`` for particles represented by their outputs on shared inputs.
 
-    :param outputs: ``(M, F)`` every particle's outputs on the shared inputs, differentiable
-        with respect to ``params`` (particle i's depend on its own parameters only).
+    :param outputs: ``(M, F)`` every particle's outputs on the kernel's B shared inputs
+        (``kernel.states``), differentiable with respect to ``params`` (particle i's depend on its own
+        parameters only).
     :param params: the particles' parameters, each ``(M, ...)``, in the order of ``grad``'s columns.
     :param grad: ``(M, D)`` g_j = ∇ log target at θ_j, flattened as :func:`~steinrl.core.svgd.flatten`.
-    :param kernel: the Stein kernel (its bandwidth rule applies to function-space distances).
+    :param kernel: the function-space kernel (its base kernel's bandwidth rule applies to
+        function-space distances; its ``driving`` term).
     :param groups: G groups of M / G consecutive particles coupled only within themselves (seeds).
-    :param driving: ``"weights"`` or ``"functions"`` (see the module docstring).
+    :param repulsion: a controller's weight λ of the repulsive term (None: 1), from the two terms'
+        norms in weight space, where the optimizer steps, and the outputs' spread per shared input.
     :return: ``(phi, info)`` with the info of :func:`~steinrl.core.svgd.svgd_direction`: the
         bandwidth, mean distance and kernel mean in function space, the attractive and
         repulsive norms of φ's two terms in weight space (``(G,)`` with groups, else 0-dim).
     """
-    if driving not in DRIVING_TERMS:
-        raise ValueError(f"unknown driving term {driving!r}; choices: {', '.join(DRIVING_TERMS)}")
     M, G = outputs.shape[0], int(groups)
     m = M // G
     with torch.no_grad():
-        f = outputs.detach().reshape(G, m, -1)
-        c = f - f.mean(1, keepdim=True)  # G m F
-        gram = c @ c.mT
-        diag = gram.diagonal(dim1=-2, dim2=-1)
-        sq = (diag.unsqueeze(-1) + diag.unsqueeze(-2) - 2.0 * gram).clamp_min(0.0)
-        sq = sq.masked_fill(torch.eye(m, dtype=torch.bool, device=sq.device), 0.0)  # G m m
-        h = kernel.bandwidth(sq)  # (G,)
-        K, R = kernel.matrices(sq, h[:, None, None])
-        rep_f = (2.0 / (h[:, None, None] * m)) * (c * R.sum(-1, keepdim=True) - R @ c)  # G m F
+        terms = kernel_terms(outputs.detach().reshape(G, m, -1), kernel)  # in function space
+        rep_f = (2.0 / (terms.h[:, None, None] * m)) * (terms.centred * terms.rowsum - terms.R @ terms.centred)
         g = grad.reshape(G, m, -1)
-        weight_att = (K / m) @ g  # G m D: the weight-space driving term
-    rep, used = _vjp(outputs, params, rep_f.reshape(M, -1))
-    if driving == "functions":
+        weight_att = (terms.K / m) @ g  # G m D: the weight-space driving term
+    rep, used = _vjp(outputs, params, rep_f.reshape(outputs.shape))
+    if kernel.driving == "functions":
         jg = _jvp(outputs, params, grad).detach().reshape(G, m, -1)
-        att, _ = _vjp(outputs, params, ((K / m) @ jg).reshape(M, -1))
+        att, _ = _vjp(outputs, params, ((terms.K / m) @ jg).reshape(outputs.shape))
         # parameters the outputs do not reach keep the weight-space driving term
         sizes = [p[0].numel() for p in params]
         keep = torch.cat([torch.full((n,), u, dtype=torch.bool, device=grad.device) for n, u in zip(sizes, used)])
         att = torch.where(keep, att, weight_att.reshape(M, -1))
     else:
         att = weight_att.reshape(M, -1)
-    att, rep = att.detach(), rep.detach()
-    n_pairs = max(m * (m - 1), 1)
-    info = {"bandwidth": h, "mean_pairwise_distance": sq.sqrt().sum((-2, -1)) / n_pairs,
-            "kernel_mean": (K.sum((-2, -1)) - K.diagonal(dim1=-2, dim2=-1).sum(-1)) / n_pairs,
-            "attractive_norm": att.reshape(G, -1).norm(dim=1), "repulsive_norm": rep.reshape(G, -1).norm(dim=1)}
+    att, rep = att.detach().reshape(G, m, -1), rep.detach().reshape(G, m, -1)
+    info = terms.info()
+    info["attractive_norm"] = att.square().sum((-2, -1)).sqrt()
+    if repulsion is not None:
+        spread = terms.spread() / kernel.states  # per shared input
+        weight = repulsion(Forces(att.norm(dim=-1), rep.norm(dim=-1), spread))  # (G, m) or (G, 1)
+        info["repulsion_weight"] = weight.expand(G, m).mean(-1)
+        rep = rep * weight[..., None]
+    info["repulsive_norm"] = rep.square().sum((-2, -1)).sqrt()
     if G == 1:
         info = {k: v.reshape(()) for k, v in info.items()}
-    return att + rep, info
+    return (att + rep).reshape(M, -1), info

@@ -1,27 +1,40 @@
-"""Stein kernels: objects that own their bandwidth rule and hyperparameters, registered by name.
+"""Stein kernels: objects that own their bandwidth rule, their hyperparameters and their space.
 
 Every kernel is translation-invariant, k(x, y) = f(r) with r = ‖x − y‖²/h, so that
 
     ∇_x k(x, y) = −(2/h) f'(r) (x − y),
 
-and SVGD's repulsive term for particle i, (1/M) Σ_j ∇_{θ_j} k(θ_j, θ_i), is
-(1/M)(2/h) Σ_j R_ij (θ_i − θ_j) with R_ij = −f'(r_ij) ≥ 0. A kernel gives both matrices,
+and SVGD's repulsive term for particle i, (1/M) Σ_j ∇_{x_j} k(x_j, x_i), is
+(1/M)(2/h) Σ_j R_ij (x_i − x_j) with R_ij = −f'(r_ij) ≥ 0. A kernel gives both matrices,
 ``K`` and ``R`` (:meth:`Kernel.matrices`), and its bandwidth h (:meth:`Kernel.bandwidth`);
-:func:`steinrl.core.svgd.svgd_direction` does the rest.
+:mod:`steinrl.core.svgd` does the rest.
+
+Where a kernel looks at the particles is its *space*:
+
+- weight space (:class:`Kernel`, the papers'): x_i = θ_i, the flattened parameters;
+- function space (:class:`FunctionSpaceKernel`, wrapping any of the kernels here): x_i =
+  f(θ_i; X), the particle's outputs on B inputs shared by every particle (a policy's action
+  distribution on B states), the repulsion pulled back to the weights through the Jacobian.
+  The caller hands the particle step an *embedding* (a call returning those outputs,
+  differentiable in the parameters); the kernel says how many inputs it wants (``states``).
 
 A kernel is named in a config by its name alone (``update.kernel: imq``) or by a mapping of
 its name and parameters (``update.kernel: {name: imq, beta: -0.3, bandwidth: s2vgd}``;
 ``--set 'update.kernel={name: imq, beta: -0.3}'``); a mapping without ``name`` changes the
-parameters of the kernel set so far. :func:`make_kernel` builds one from either.
-Adding a kernel is one class here, registered with ``@KERNELS.register(name)``, declaring
-its parameters as :class:`~steinrl.registry.Option` s (the docs' kernel table is generated
-from them, ``docs/config.md``).
+parameters of the kernel set so far (``--set 'update.kernel={space: functions}'``).
+:func:`make_kernel` builds one from either. Adding a kernel is one class here, registered with
+``@KERNELS.register(name)``, declaring its parameters as :class:`~steinrl.registry.Option` s
+(the docs' kernel table is generated from them, ``docs/config.md``); it works in both spaces.
 
 Bandwidth rules (the ``bandwidth`` parameter of every kernel):
 
 - ``"svpg"`` (default; the SVPG code's rule): h = median of the full M×M squared-
   distance matrix, diagonal zeros included, / (2·log(M+1)).
 - ``"s2vgd"`` (S²VGD paper): h = med²/log M, med = median pairwise distance over i < j.
+- ``"svpg_adaptive"`` (the SVPG authors' ``adaptive_kernel`` option): the ``svpg`` h divided by
+  the scale a ∈ {0.1, 0.2, …, 2.0} (20 values) whose kernel rows sum closest to 2 in mean
+  square, mean_i (Σ_j k(x_i, x_j) − 2)², so that each particle sees itself and about one
+  neighbour.
 - a positive number: fixed h.
 
 Medians are numpy's (mean of the two middle values for an even count; for odd M the
@@ -40,12 +53,19 @@ import torch
 from torch import Tensor
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, Registry, coerce
+from steinrl.registry import Option, Registry, named_spec
 
-__all__ = ["Kernel", "RBFKernel", "IMQKernel", "KERNELS", "BANDWIDTH_RULES", "bandwidth", "check_bandwidth_rule",
-           "pairwise_sq_dists", "sq_dists_from_gram", "make_kernel", "kernel_spec"]
+__all__ = ["Kernel", "RBFKernel", "IMQKernel", "FunctionSpaceKernel", "KERNELS", "BANDWIDTH_RULES", "SPACES",
+           "DRIVING_TERMS", "bandwidth", "check_bandwidth_rule", "pairwise_sq_dists", "sq_dists_from_gram",
+           "make_kernel", "kernel_spec"]
 
-BANDWIDTH_RULES = ("svpg", "s2vgd")
+BANDWIDTH_RULES = ("svpg", "s2vgd", "svpg_adaptive")
+#: Where a kernel looks at the particles (its ``space`` parameter).
+SPACES = ("weights", "functions")
+#: The function-space kernel's driving terms (its ``driving`` parameter).
+DRIVING_TERMS = ("weights", "functions")
+#: The SVPG code's scan of bandwidth scales (``svpg_adaptive``): numpy's linspace(0.1, 2.0, 20).
+ADAPTIVE_SCALES = tuple(0.1 + i * (2.0 - 0.1) / 19 for i in range(20))
 
 
 def check_bandwidth_rule(rule: str | float) -> None:
@@ -66,8 +86,24 @@ def _bandwidth_check(value: str | float) -> str | None:
 
 
 #: The parameter every kernel takes.
-BANDWIDTH = Option("bandwidth", (str, float), "svpg", "h: svpg (median d² / 2 log(M+1)), s2vgd (med² / log M) or a "
-                   "fixed positive number.", check=_bandwidth_check)
+BANDWIDTH = Option("bandwidth", (str, float), "svpg", "h: svpg (median d² / 2 log(M+1)), s2vgd (med² / log M), "
+                   "svpg_adaptive (svpg's h rescaled so that each kernel row sums to about 2) or a fixed positive "
+                   "number", check=_bandwidth_check)
+
+#: The parameters every kernel takes beyond its own: where it looks (``space``), and in function
+#: space how many shared inputs (``states``) and which driving term (``driving``).
+SPACE = Option("space", str, "weights", "weights: the kernel on the flattened parameters (the papers'); functions: "
+               "on the particles' outputs on `states` shared inputs (a policy's action means and in-kernel log-std, "
+               "a categorical's log-probabilities, a regression net's predictions), the repulsion pulled back to "
+               "the weights (docs/algorithms.md#the-kernel-in-function-space)", choices=SPACES)
+STATES = Option("states", int, 64, "space functions: B, the shared inputs, drawn each update from the batch (RL: "
+                "the states of every particle of a seed, at most particles x rollout.batch_size; bandits and "
+                "regression: the minibatch)", check=lambda v: None if v >= 2 else "must be >= 2")
+DRIVING = Option("driving", str, "weights", "space functions: the driving term, weights (each particle's gradient, "
+                 "kernel-averaged in weight space) or functions (pushed forward to the outputs, averaged there, "
+                 "pulled back)", choices=DRIVING_TERMS)
+#: the function-space parameters, which a weight-space kernel's spec leaves out
+FUNCTION_SPACE_OPTIONS = (STATES, DRIVING)
 
 
 class Kernel:
@@ -81,18 +117,30 @@ class Kernel:
     #: one line for the docs' kernel table
     doc: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = (BANDWIDTH,)
+    #: f' = −f (the RBF kernel): R = K, and the SVGD direction fuses into one matmul
+    exponential: ClassVar[bool] = False
+    #: where the kernel looks at the particles (:data:`SPACES`); a weight-space kernel here
+    space: ClassVar[str] = "weights"
 
     def __init__(self, bandwidth: str | float = "svpg") -> None:
         check_bandwidth_rule(bandwidth)
         self.rule = bandwidth
 
     def bandwidth(self, sq_dists: Tensor) -> Tensor:
-        """h from squared distances ``(M, M)`` or ``(G, M, M)`` (one h per group), see :func:`bandwidth`."""
-        return bandwidth(sq_dists, self.rule)
+        """h from squared distances ``(M, M)`` or ``(G, M, M)`` (one h per group), see :func:`bandwidth`;
+        ``svpg_adaptive`` scans the scales with this kernel's own K (no host sync)."""
+        if self.rule != "svpg_adaptive":
+            return bandwidth(sq_dists, self.rule)
+        h = bandwidth(sq_dists, "svpg")  # (G)
+        scales = torch.tensor(ADAPTIVE_SCALES, dtype=sq_dists.dtype, device=sq_dists.device)  # S
+        candidates = h[..., None] / scales  # (G) S
+        K, _ = self.matrices(sq_dists[..., None, :, :], candidates[..., None, None])  # (G) S M M
+        miss = (K.sum(-1) - 2.0).square().mean(-1)  # (G) S: mean_i (row sum - 2)²
+        return candidates.gather(-1, miss.argmin(-1, keepdim=True)).squeeze(-1)  # the first minimum, as the code
 
     def matrices(self, sq_dists: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         """``(K, R)`` from squared distances ``(..., M, M)`` and bandwidths broadcastable to them:
-        K_ij = f(r_ij), R_ij = −f'(r_ij), r = d²/h. ``R is K`` when f' = −f (RBF)."""
+        K_ij = f(r_ij), R_ij = −f'(r_ij), r = d²/h (the same tensor twice where :attr:`exponential`)."""
         raise NotImplementedError
 
     def __call__(self, theta: Tensor) -> tuple[Tensor, Tensor]:
@@ -104,7 +152,7 @@ class Kernel:
     def spec(self) -> dict[str, Any]:
         """The kernel as a config value: its name and every parameter (``make_kernel(k.spec())`` rebuilds it)."""
         params = {o.name: getattr(self, "rule" if o.name == "bandwidth" else o.name) for o in self.options}
-        return {"name": self.name, **params}
+        return {"name": self.name, **params, "space": self.space}
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.spec().items() if k != "name")
@@ -121,6 +169,7 @@ class RBFKernel(Kernel):
 
     name = "rbf"
     doc = "exp(−d²/h): SVGD's, SVPG's and S²VGD's kernel."
+    exponential = True
 
     def matrices(self, sq_dists: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         K = torch.exp(-sq_dists / h)
@@ -160,45 +209,85 @@ class IMQKernel(Kernel):
         return K, (-self.beta) * K / base
 
 
+class FunctionSpaceKernel(Kernel):
+    """A kernel on the particles' outputs on ``states`` shared inputs instead of their weights.
+
+    Over-parameterised networks make weight-space distances a poor measure of how particles
+    differ (Wang et al., ICLR 2019, "Function space particle optimization"; D'Angelo & Fortuin,
+    NeurIPS 2021, "Repulsive deep ensembles are Bayesian"). This kernel is ``base`` (its f and
+    bandwidth rule) applied to the embeddings x_i = f(θ_i; X) ``(M, F)`` that the caller hands
+    the particle step; :func:`steinrl.core.svgd.function_space_direction` pulls the repulsion
+    back to the weights.
+
+    :param base: the kernel applied in function space (any registered kernel).
+    :param states: B, how many shared inputs the caller should draw (≥ 2).
+    :param driving: the driving term, ``"weights"`` (each particle's own weight gradient,
+        kernel-averaged) or ``"functions"`` (pushed forward to the outputs, averaged, pulled back).
+    """
+
+    space = "functions"
+
+    def __init__(self, base: Kernel | None = None, states: int = 64, driving: str = "weights") -> None:
+        base = RBFKernel() if base is None else base
+        if base.space != "weights":
+            raise ValueError(f"a function-space kernel wraps a weight-space kernel, got {base!r}")
+        if isinstance(states, bool) or not isinstance(states, int) or states < 2:
+            raise ValueError(f"states must be an integer >= 2, got {states!r}")
+        if driving not in DRIVING_TERMS:
+            raise ValueError(f"unknown driving term {driving!r}; choices: {', '.join(DRIVING_TERMS)}")
+        self.base, self.states, self.driving = base, int(states), driving
+        self.rule = base.rule
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.base.name
+
+    @property
+    def exponential(self) -> bool:  # type: ignore[override]
+        return self.base.exponential
+
+    def bandwidth(self, sq_dists: Tensor) -> Tensor:
+        return self.base.bandwidth(sq_dists)
+
+    def matrices(self, sq_dists: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        return self.base.matrices(sq_dists, h)
+
+    def spec(self) -> dict[str, Any]:
+        return {**self.base.spec(), "space": self.space, "states": self.states, "driving": self.driving}
+
+    def __repr__(self) -> str:
+        return f"FunctionSpaceKernel(base={self.base!r}, states={self.states}, driving={self.driving!r})"
+
+
 def kernel_spec(value: str | Mapping[str, Any], current: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A kernel config value normalised to ``{name, every parameter}``, checked.
+    """A kernel config value normalised to ``{name, its parameters, space}`` (and, in function
+    space, ``states`` and ``driving``), checked.
 
     :param value: a kernel name, or a mapping of ``name`` and parameters; a mapping without
         ``name`` sets parameters of ``current`` (the kernel configured so far; default rbf).
     :raises ConfigError: naming the registered kernels, or the parameters a kernel takes and
         what values they take.
     """
-    if isinstance(value, str):
-        value = {"name": value}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"a kernel is a name ({', '.join(KERNELS.names())}) or a mapping {{name: ..., <parameter>: "
-                          f"...}}, got {value!r}")
-    base = dict(current) if current is not None and "name" not in value else {"name": "rbf"}
-    name = value.get("name", base["name"])
-    cls = KERNELS.get(name)
-    if name != base["name"]:
-        base = {"name": name}
-    declared = {o.name: o for o in cls.options}
-    unknown = sorted(set(value) - set(declared) - {"name"})
-    if unknown:
-        raise ConfigError(f"kernel {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
-                          f"{', '.join(declared)}")
-    spec = {"name": name}
-    for key, option in declared.items():
-        raw = value.get(key, base.get(key, option.default))
-        try:
-            spec[key] = coerce(option, raw, key, "")
-        except ConfigError as exc:
-            raise ConfigError(f"kernel {name!r}: {str(exc).replace('config key', 'parameter', 1)}") from None
+    spec = named_spec(value, current, KERNELS, "kernel", extra=(SPACE, *FUNCTION_SPACE_OPTIONS),
+                      keep=("space", "states", "driving"))
+    if spec["space"] == "weights":
+        given = sorted(o.name for o in FUNCTION_SPACE_OPTIONS if isinstance(value, Mapping) and o.name in value)
+        if given:
+            raise ConfigError(f"kernel {spec['name']!r}: {', '.join(given)} only apply with space: functions")
+        for option in FUNCTION_SPACE_OPTIONS:
+            del spec[option.name]
     return spec
 
 
 def make_kernel(spec: str | Mapping[str, Any] | Kernel = "rbf") -> Kernel:
-    """A kernel from its name, a mapping of name and parameters (:func:`kernel_spec`), or itself."""
+    """A kernel from its name, a mapping of name and parameters (:func:`kernel_spec`), or itself;
+    ``space: functions`` wraps it in a :class:`FunctionSpaceKernel`."""
     if isinstance(spec, Kernel):
         return spec
     spec = kernel_spec(spec)
-    return KERNELS.get(spec.pop("name"))(**spec)
+    space, states, driving = spec.pop("space"), spec.pop("states", None), spec.pop("driving", None)
+    kernel = KERNELS.get(spec.pop("name"))(**spec)
+    return FunctionSpaceKernel(kernel, states, driving) if space == "functions" else kernel
 
 
 # --- distances and bandwidths ----------------------------------------------------------------

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import TFRMSprop, adam
 from steinrl.core.svgd import flatten, proximal_gradient, unflatten_into
-from steinrl.core.updates import UPDATES, ParticleUpdate, make_update
+from steinrl.core.updates import UPDATES, Embed, ParticleUpdate, make_update
 from steinrl.registry import Option, non_negative, step_size
 
 __all__ = ["ParticleOptimizer", "StepResult", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "make_particle_optimizer",
@@ -133,9 +133,10 @@ class ParticleOptimizer:
         the rest), with their own Adam (lr, ``optimizer_eps``).
     :param finite: flags the step's quantities per particle (optional).
 
-    A function-space kernel (``SteinUpdate(kernel_space="functions")``) needs the particles'
-    outputs on shared inputs: set :attr:`functions` to a call returning them ``(M, F)``,
-    differentiable in ``params`` (e.g. a policy's action means on B states drawn from the batch).
+    A function-space kernel (or a spread controller) needs the particles' outputs on
+    ``update.embedding_states`` shared inputs: :meth:`step` then takes ``embed``, a call returning
+    them ``(M, F)``, differentiable in ``params`` (e.g. a policy's action means on B states
+    drawn from the batch).
     """
 
     def __init__(self, params: Iterable[nn.Parameter], update: ParticleUpdate | str = "stein", *, lr: float,
@@ -179,14 +180,16 @@ class ParticleOptimizer:
         self.own = list(own)
         self.own_optimizer = adam(self.own, lr=lr, eps=optimizer_eps) if self.own else None
         self.finite = finite
-        #: the particles' outputs on shared inputs ``(M, F)``, for a function-space kernel
-        self.functions: Callable[[], Tensor] | None = None
 
     # --- the step ------------------------------------------------------------------------
-    def step(self, objective: Tensor, *, aux_loss: Tensor | None = None, aux_params: Sequence[Tensor] = (),
-             aux_optimizer: torch.optim.Optimizer | None = None, logged: bool = True) -> StepResult:
+    def step(self, objective: Tensor, *, embed: Embed | None = None, aux_loss: Tensor | None = None,
+             aux_params: Sequence[Tensor] = (), aux_optimizer: torch.optim.Optimizer | None = None,
+             logged: bool = True) -> StepResult:
         """One move of every particle from ``objective`` J ``(M,)`` (differentiable), steps 1-7.
 
+        :param embed: the particles' outputs on the update's shared inputs ``(M, F)``, where
+            the update asks for them (:attr:`ParticleUpdate.embedding_states`; a function-space
+            kernel, a spread controller).
         :param aux_loss: a scalar loss whose gradient reaches ``aux_params`` (e.g. a joint
             critic's weighted value loss), clipped with J's per particle; ``aux_optimizer``
             steps them.
@@ -200,7 +203,7 @@ class ParticleOptimizer:
         log_prior = self.log_prior() if self.log_prior is not None and (logged or self.prior_weight) else None
         grad_norm = self._gradients(objective, log_prior, aux_loss, list(aux_params))
         self._flag("gradient", [p.grad for p in moving])
-        direction = self._move()
+        direction = self._move(embed)
         for opt in optimizers[1:]:
             if opt is not None:
                 opt.step()
@@ -229,26 +232,16 @@ class ParticleOptimizer:
             (-(w * log_prior).sum()).backward()
         return norms
 
-    def _direction(self, theta: Tensor, g: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        """φ ``(M, D)`` from the update: in weight space, per group; or on the particles' outputs."""
-        G = self.groups
-        if self.update.kernel_space == "functions":
-            if self.functions is None:
-                raise ValueError("a function-space kernel needs the particles' outputs: set "
-                                 "ParticleOptimizer.functions to a call returning them (M, F)")
-            with torch.enable_grad():
-                return self.update.function_direction(self.functions(), self.params, g, groups=G)
-        phi, info = self.update.direction(theta.view(G, -1, theta.shape[1]) if G > 1 else theta,
-                                          g.view(G, -1, g.shape[1]) if G > 1 else g)
-        return phi.reshape(theta.shape), info
-
     @torch.no_grad()
-    def _move(self) -> dict[str, Tensor]:
+    def _move(self, embed: Embed | None) -> dict[str, Tensor]:
         """Step 6 and the particle optimizer's step 7: −φ into ``p.grad``, then the optimizer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
-        phi, info = self._direction(theta, g)
+        G = self.groups  # groups as (G, M/G, D); one group as (M, D)
+        grouped = (lambda x: x.view(G, -1, x.shape[1])) if G > 1 else (lambda x: x)
+        phi, info = self.update.direction(grouped(theta), grouped(g), embed, self.params)
+        phi = phi.reshape(theta.shape)
         if self.proximal > 0:
             if self.prev_theta is not None:
                 phi = phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)

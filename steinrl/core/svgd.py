@@ -31,15 +31,16 @@ process-wide and would reach that Gram too.)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from steinrl.core.kernels import Kernel, RBFKernel, bandwidth, sq_dists_from_gram
 
-__all__ = ["flatten", "unflatten_into", "svgd_direction", "proximal_gradient", "direction_stats", "PRECISIONS",
-           "ATTRACTIVE_NORM_MAX_DIM"]
+__all__ = ["flatten", "unflatten_into", "svgd_direction", "kernel_terms", "KernelTerms", "Forces", "proximal_gradient",
+           "direction_stats", "PRECISIONS", "ATTRACTIVE_NORM_MAX_DIM"]
 
 #: Precisions of the kernel product (``precision=`` of :func:`svgd_direction`).
 PRECISIONS = ("full", "bf16")
@@ -61,20 +62,71 @@ def unflatten_into(flat: Tensor, like: Sequence[Tensor]) -> list[Tensor]:
     return [c.reshape(t.shape) for c, t in zip(chunks, like)]
 
 
+@dataclass
+class Forces:
+    """The two SVGD terms' sizes that a repulsion controller sees (:mod:`steinrl.core.repulsion`),
+    in the space the optimizer steps in (the weights)."""
+
+    attractive_norm: Tensor  # (G, M) ‖(1/M) Σ_j K_ij g_j‖ per particle
+    repulsive_norm: Tensor  # (G, M) the repulsive term's norm per particle at weight 1
+    spread: Tensor | None = None  # (G,) mean squared distance of the particles' outputs per shared input (or None)
+
+
 def check_precision(precision: str) -> None:
     """Raise ``ValueError`` unless ``precision`` is one of :data:`PRECISIONS`."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choices: {list(PRECISIONS)}")
 
 
-def _distances(theta: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Particles centred at their mean ``c``, their Gram matrix, squared distances ``(G) M M``
-    (from the Gram, in full precision: they cancel) and the mean distance over i ≠ j ``(G)``."""
-    M = theta.shape[-2]
-    c = theta - theta.mean(dim=-2, keepdim=True)  # (G) M D, centred (everything below is translation-invariant)
-    gram = c @ c.mT  # (G) M M
+@dataclass
+class KernelTerms:
+    """What a kernel makes of particles (or their embeddings) ``x`` ``(G, M, F)``: the one
+    distance and diagnostics code of both spaces (:func:`kernel_terms`)."""
+
+    centred: Tensor  # (G, M, F) x − mean_j x_j (everything is translation-invariant)
+    gram: Tensor  # (G, M, M) centred Gram matrix, full precision (the distances cancel)
+    sq_dists: Tensor  # (G, M, M) ‖x_i − x_j‖², zero diagonal
+    h: Tensor  # (G,) bandwidth
+    K: Tensor  # (G, M, M) k(x_i, x_j)
+    R: Tensor  # (G, M, M) −f'(r_ij) (K itself for an exponential kernel)
+
+    @property
+    def rowsum(self) -> Tensor:
+        """Σ_j R_ij ``(G, M, 1)``."""
+        return self.R.sum(dim=-1, keepdim=True)
+
+    def info(self) -> dict[str, Tensor]:
+        """The bandwidth, mean distance over i ≠ j and mean off-diagonal κ_ij ``(G,)`` (0 with M = 1)."""
+        M = self.K.shape[-1]
+        pairs = max(M * (M - 1), 1)
+        return {"bandwidth": self.h, "mean_pairwise_distance": self.sq_dists.sqrt().sum((-2, -1)) / pairs,
+                "kernel_mean": (self.K.sum((-2, -1)) - self.K.diagonal(dim1=-2, dim2=-1).sum(-1)) / pairs}
+
+    def repulsive_sq_norms(self) -> Tensor:
+        """‖rep_i‖² ``(G, M)`` of the repulsion (2/(Mh)) Σ_j R_ij (x_i − x_j) from M×M matrices alone:
+        diag(L C Lᵀ) (2/(Mh))² with L = diag(rowsum R) − R and C the centred Gram (no pass over F)."""
+        M = self.K.shape[-1]
+        lap = torch.diag_embed(self.rowsum.squeeze(-1)) - self.R  # (G) M M
+        return ((lap @ self.gram) * lap).sum(-1).clamp_min(0.0) * (2.0 / self.h[..., None] / M).square()
+
+    def spread(self) -> Tensor:
+        """The mean squared distance over pairs i ≠ j ``(G,)``."""
+        M = self.K.shape[-1]
+        return self.sq_dists.sum((-2, -1)) / max(M * (M - 1), 1)
+
+
+@torch.no_grad()
+def kernel_terms(x: Tensor, kernel: Kernel) -> KernelTerms:
+    """The kernel's matrices and bandwidth for particles ``x`` ``(M, F)`` or ``(G, M, F)`` (G groups
+    coupled only within themselves; the terms are ``(G, ...)`` either way). The centred Gram is
+    always in full precision: distances come from it by a subtraction that cancels."""
+    x = x if x.dim() == 3 else x.unsqueeze(0)
+    c = x - x.mean(dim=-2, keepdim=True)  # G M F
+    gram = c @ c.mT  # G M M
     sq = sq_dists_from_gram(gram)
-    return c, gram, sq, sq.sqrt().sum((-2, -1)) / max(M * (M - 1), 1)
+    h = kernel.bandwidth(sq)  # G
+    K, R = kernel.matrices(sq, h[..., None, None])
+    return KernelTerms(c, gram, sq, h, K, R)
 
 
 def _check_shapes(theta: Tensor, grad: Tensor) -> None:
@@ -83,16 +135,25 @@ def _check_shapes(theta: Tensor, grad: Tensor) -> None:
                          f"{tuple(grad.shape)}")
 
 
+def _squeeze(info: dict[str, Tensor], grouped: bool) -> dict[str, Tensor]:
+    return info if grouped else {k: v.reshape(()) for k, v in info.items()}
+
+
 @torch.no_grad()
 def direction_stats(theta: Tensor, grad: Tensor) -> dict[str, Tensor]:
-    """What :func:`svgd_direction` reports, for particles that follow their own gradients
-    (φ = g, no kernel): the bandwidth the default rule would give, the mean distance, kernel
-    mean and repulsive norm 0, and the norm of the gradients ``(G)``."""
+    """What particles that follow their own gradients (φ = g, no kernel) report: the mean
+    distance and the norm of the gradients ``(G)`` (no bandwidth or kernel: there is none)."""
     _check_shapes(theta, grad)
-    _, _, sq, mean_dist = _distances(theta)
-    zero = torch.zeros_like(mean_dist)
-    return {"bandwidth": bandwidth(sq, "svpg"), "mean_pairwise_distance": mean_dist, "kernel_mean": zero,
-            "attractive_norm": torch.linalg.vector_norm(grad, dim=(-2, -1)), "repulsive_norm": zero}
+    c = theta - theta.mean(dim=-2, keepdim=True)
+    M = theta.shape[-2]
+    sq = sq_dists_from_gram(c @ c.mT)
+    return {"mean_pairwise_distance": sq.sqrt().sum((-2, -1)) / max(M * (M - 1), 1),
+            "attractive_norm": torch.linalg.vector_norm(grad, dim=(-2, -1))}
+
+
+#: ``forces -> weight``: a repulsion controller's weight ``(G, M)`` or ``(G, 1)`` of the repulsive
+#: term, from the forces (:class:`steinrl.core.repulsion.Forces`)
+RepulsionWeight = Callable[["Forces"], Tensor]
 
 
 @torch.no_grad()
@@ -103,28 +164,34 @@ def svgd_direction(
     kernel: Kernel | None = None,
     attractive_norm: bool | None = None,
     precision: str = "full",
+    repulsion: RepulsionWeight | None = None,
+    spread: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The SVGD ascent direction φ for every particle, fused.
 
     :param theta: ``(M, D)`` particles, or ``(G, M, D)``: G independent groups (e.g. seeds
         trained in one batch) whose particles the kernel couples only within their group.
     :param grad: the same shape, g_j = ∇ log target at θ_j (an ascent direction).
-    :param kernel: a :class:`~steinrl.core.kernels.Kernel` with its bandwidth rule (one h per
-        group); None: ``RBFKernel()``, the papers' (bandwidth rule ``svpg``).
+    :param kernel: a weight-space :class:`~steinrl.core.kernels.Kernel` with its bandwidth rule
+        (one h per group); None: ``RBFKernel()``, the papers' (bandwidth rule ``svpg``).
     :param attractive_norm: report ``"attractive_norm"``: it costs the M×M Gram matrix of the
         gradients, M²D multiply-adds (a third of the direction's FLOPs at large M).
-        None (default): only for D ≤ :data:`ATTRACTIVE_NORM_MAX_DIM`.
+        None (default): only for D ≤ :data:`ATTRACTIVE_NORM_MAX_DIM` (always with ``repulsion``).
     :param precision: ``"full"`` (default: everything in theta's dtype) or ``"bf16"``: the kernel
         product(s) with G (and the Gram of the gradients) take bfloat16 operands (fp32
         accumulation; each element of φ off by at most ~3·2⁻⁸ of Σ_j |K_ij / M| |(G − (2/h)Θ)_jd|).
         The Gram matrix of the centred particles stays in full precision on every setting:
         distances come from it by a subtraction that cancels, and the bandwidth and K with them.
+    :param repulsion: a controller's weight λ of the repulsive term (None: 1, SVGD's), from the
+        two terms' norms per particle: φ_i = attractive_i + λ_i repulsive_i.
+    :param spread: the particles' spread on shared inputs ``(G,)``, for the controller (optional).
     :return: ``(phi, info)``, phi shaped like theta, info of detached tensors (0-dim, or
         ``(G,)`` per group):
         ``"bandwidth"`` h, ``"mean_pairwise_distance"`` mean ‖θ_i − θ_j‖ over i ≠ j,
         ``"kernel_mean"`` mean off-diagonal κ_ij,
         ``"attractive_norm"`` (when computed) / ``"repulsive_norm"`` Frobenius norms of the
-        two terms (``(M, D)`` each). With M = 1 there are no pairs: distance and kernel mean are 0.
+        two terms (``(M, D)`` each; the repulsive one as weighted), and with a controller
+        ``"repulsion_weight"`` (the mean λ). With M = 1 there are no pairs: distance and kernel mean are 0.
 
     Runs under ``torch.no_grad`` (φ is an update direction, not differentiated);
     ``theta`` and ``grad`` are not modified.
@@ -132,24 +199,33 @@ def svgd_direction(
     kernel = RBFKernel() if kernel is None else kernel
     check_precision(precision)
     _check_shapes(theta, grad)
-    M = theta.shape[-2]
-    c, gram, sq, mean_dist = _distances(theta)  # gram always in full precision: the distances cancel
-    h = kernel.bandwidth(sq)  # (G)
-    hh = h[..., None, None]  # (G) 1 1
-    K, R = kernel.matrices(sq, hh)  # (G) M M each; R is K for rbf
-    rowsum = R.sum(dim=-1, keepdim=True)  # (G) M 1
-    info = {"bandwidth": h, "mean_pairwise_distance": mean_dist,
-            "kernel_mean": (K.sum((-2, -1)) - K.diagonal(dim1=-2, dim2=-1).sum(-1)) / max(M * (M - 1), 1)}
-    if attractive_norm or (attractive_norm is None and theta.shape[-1] <= ATTRACTIVE_NORM_MAX_DIM):
-        # ‖K G‖² = ⟨K (G Gᵀ) K⟩, from an M×M Gram matrix, without forming the (M, D) term
-        g = _operand(grad, precision)
-        att_sq = ((K @ (g @ g.mT).to(K.dtype)) * K).sum((-2, -1)).clamp_min(0.0)
-        info["attractive_norm"] = att_sq.sqrt() / M
-    # ‖(diag(rowsum R) − R) Θ‖² = ⟨L (Θ Θᵀ) L⟩: M³, no pass over D
-    lap = torch.diag_embed(rowsum.squeeze(-1)) - R  # (G) M M
-    info["repulsive_norm"] = ((lap @ gram) * lap).sum((-2, -1)).clamp_min(0.0).sqrt() * (2.0 / h / M)
-    phi = _kernel_product(c, grad, K, R, rowsum, 2.0 / hh, precision)  # consumes c
-    return phi, info
+    grouped, M = theta.dim() == 3, theta.shape[-2]
+    g = grad if grouped else grad.unsqueeze(0)  # G M D
+    terms = kernel_terms(theta, kernel)
+    info = terms.info()
+    rep_sq = terms.repulsive_sq_norms()  # (G, M): M³, no pass over D
+    att_sq = None
+    small = theta.shape[-1] <= ATTRACTIVE_NORM_MAX_DIM
+    if repulsion is not None or attractive_norm or (attractive_norm is None and small):
+        # ‖K G‖_i² = (K (G Gᵀ) K)_ii: from an M×M Gram matrix, without forming the (M, D) term
+        gg = _operand(g, precision)
+        att_sq = ((terms.K @ (gg @ gg.mT).to(terms.K.dtype)) * terms.K).sum(-1).clamp_min(0.0) / M**2  # (G, M)
+        info["attractive_norm"] = att_sq.sum(-1).sqrt()
+    weight = None
+    if repulsion is not None:
+        weight = repulsion(Forces(att_sq.sqrt(), rep_sq.sqrt(), spread))  # (G, M) or (G, 1)
+        info["repulsion_weight"] = weight.expand(rep_sq.shape).mean(-1)
+        rep_sq = rep_sq * weight.square()
+    info["repulsive_norm"] = rep_sq.sum(-1).sqrt()
+    scale = 2.0 / terms.h[..., None, None]  # G 1 1
+    if weight is not None:
+        scale = scale * weight[..., None]  # G M 1 or G 1 1
+    if not grouped:  # the (M, D) products of one group: addmm where it fuses
+        terms = KernelTerms(*(t[0] for t in (terms.centred, terms.gram, terms.sq_dists)), terms.h[0],
+                            terms.K[0], terms.R[0])
+        g, scale = grad, scale[0]
+    phi = _kernel_product(terms, g, scale, kernel.exponential, precision)  # consumes the centred particles
+    return phi, _squeeze(info, grouped)
 
 
 def _operand(x: Tensor, precision: str) -> Tensor:
@@ -157,28 +233,32 @@ def _operand(x: Tensor, precision: str) -> Tensor:
     return x.to(torch.bfloat16) if precision == "bf16" else x
 
 
-def _kernel_product(c: Tensor, grad: Tensor, K: Tensor, R: Tensor, rowsum: Tensor, scale: Tensor,
-                    precision: str) -> Tensor:
-    """φ = (1/M)[K G − (2/h) R Θ + (2/h) rowsum(R) ⊙ Θ] ``(G) M D`` from centred ``c`` (overwritten
-    with φ), ``grad`` ``(G) M D``, ``K``, ``R`` ``(G) M M``, ``rowsum`` ``(G) M 1`` and ``scale`` = 2/h."""
+def _kernel_product(terms: KernelTerms, grad: Tensor, scale: Tensor, exponential: bool, precision: str) -> Tensor:
+    """φ = (1/M)[K G − s ⊙ (R Θ − rowsum(R) ⊙ Θ)] ``(G, M, D)`` (or ``(M, D)``, one group) from the
+    kernel terms (their centred particles overwritten with φ), ``grad`` shaped like them and
+    ``scale`` s = λ 2/h, ``(G, 1, 1)`` (one weight per group) or ``(G, M, 1)`` (per particle: the
+    rows of R scaled), without G for one group."""
+    c, K, R, rowsum = terms.centred, terms.K, terms.R, terms.rowsum
     M = c.shape[-2]
-    if R is K:
-        # φ = (1/M)[K (G − (2/h)Θ) + (2/h) rowsum(K) ⊙ Θ] (Θ centred): one matmul and two
-        # elementwise passes over (M, D), written into the buffer of Θ (each fresh (M, D)
-        # buffer costs page faults on CPU for large D).
-        if precision == "bf16":  # G − (2/h)Θ computed in full precision, stored as bf16 in the same pass
+    if exponential and scale.shape[-2] == 1:
+        # R = K and one scale per group: φ = (1/M)[K (G − sΘ) + s rowsum(K) ⊙ Θ] (Θ centred), one
+        # matmul and two elementwise passes over (M, D), written into the buffer of Θ (each fresh
+        # (M, D) buffer costs page faults on CPU for large D).
+        if precision == "bf16":  # G − sΘ computed in full precision, stored as bf16 in the same pass
             shifted = torch.empty(grad.shape, dtype=torch.bfloat16, device=grad.device)
             torch.addcmul(grad, c, scale, value=-1.0, out=shifted)
             return c.mul_(rowsum * (scale / M)).add_(_operand(K / M, precision) @ shifted)
-        shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − (2/h)Θ
+        shifted = torch.addcmul(grad, c, scale, value=-1.0)  # (G) M D: G − sΘ
         if c.dim() == 2:
             return c.mul_(rowsum * (scale / M)).addmm_(K / M, shifted)  # M D
         return torch.baddbmm(c.mul_(rowsum * (scale / M)), K / M, shifted)  # G M D
+    Rs = R * (scale / M)  # the rows of R, each with its particle's scale
+    rowsum = Rs.sum(-1, keepdim=True)
     if precision == "bf16":  # two matmuls
-        rep = _operand(R * (scale / M), precision) @ _operand(c, precision)
+        rep = _operand(Rs, precision) @ _operand(c, precision)
         att = _operand(K / M, precision) @ _operand(grad, precision)
-        return c.mul_(rowsum * (scale / M)).add_(att).sub_(rep)
-    return torch.matmul(K / M, grad).sub_(torch.matmul(R * (scale / M), c)).addcmul_(c, rowsum * (scale / M))
+        return c.mul_(rowsum).add_(att).sub_(rep)
+    return torch.matmul(K / M, grad).sub_(torch.matmul(Rs, c)).addcmul_(c, rowsum)
 
 
 def proximal_gradient(theta: Tensor, prev: Tensor) -> Tensor:

@@ -1,38 +1,52 @@
 """Particle updates, registered by name: how the particles' gradients become their direction φ.
 
 - ``stein``: the SVGD direction (:func:`steinrl.core.svgd.svgd_direction`) under a Stein kernel
-  (``update.kernel``, :mod:`steinrl.core.kernels`): each particle follows the kernel-weighted
-  gradients of the others (attractive term) and is pushed away from them (repulsive term);
+  (``update.kernel``, :mod:`steinrl.core.kernels`), in weight or function space
+  (:func:`steinrl.core.function_space.function_space_direction`): each particle follows the
+  kernel-weighted gradients of the others (attractive term) and is pushed away from them
+  (repulsive term, weighted by ``update.repulsion``, :mod:`steinrl.core.repulsion`);
 - ``independent``: κ = I, every particle follows its own gradient, the papers' baseline.
 
 An update declares the options it adds to the ``update`` config section (the options every
 update shares are the particle optimizer's, :data:`steinrl.core.particle_optimizer.OPTIMIZER_OPTIONS`)
 and returns ``(phi, info)`` from :meth:`ParticleUpdate.direction`, ``info`` holding the logged
 ``train/bandwidth``, ``train/kernel_mean``, ``train/mean_pairwise_distance``,
-``train/attractive_norm`` and ``train/repulsive_norm``.
+``train/attractive_norm`` and ``train/repulsive_norm`` (and a controller's ``train/repulsion_weight``
+and state); the independent update, which has no kernel, only the mean distance and the gradients' norm.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
-from steinrl.core.function_space import DRIVING_TERMS, function_space_direction
+from steinrl.core.function_space import function_space_direction
 from steinrl.core.kernels import Kernel, kernel_spec, make_kernel
+from steinrl.core.repulsion import Repulsion, make_repulsion, output_spread, repulsion_spec
 from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, direction_stats, svgd_direction
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry
 
-__all__ = ["ParticleUpdate", "SteinUpdate", "IndependentUpdate", "UPDATES", "KERNEL_OPTION", "make_update"]
+__all__ = ["ParticleUpdate", "SteinUpdate", "IndependentUpdate", "UPDATES", "KERNEL_OPTION", "REPULSION_OPTION",
+           "make_update", "Embed"]
 
+#: ``() -> outputs``: the particles' outputs on B shared inputs, flattened ``(M, F)``, differentiable in
+#: the parameters the particle step moves (a function-space kernel's or a spread controller's input)
+Embed = Callable[[], Tensor]
 
 #: ``update.kernel``: a kernel name or a mapping of its name and parameters (:func:`steinrl.core.kernels.kernel_spec`).
-KERNEL_OPTION = Option("kernel", (str, dict), {"name": "rbf", "bandwidth": "svpg"},
+KERNEL_OPTION = Option("kernel", (str, dict), {"name": "rbf", "bandwidth": "svpg", "space": "weights"},
                        "Stein kernel: a name (rbf, imq) or {name: ..., <parameter>: ...}, e.g. {name: imq, beta: "
-                       "-0.3, bandwidth: s2vgd}; a mapping without name sets parameters of the kernel so far (see "
-                       "the kernel table below).", normalize=kernel_spec)
+                       "-0.3, bandwidth: s2vgd} or {space: functions, states: 64}; a mapping without name sets "
+                       "parameters of the kernel so far (see the kernel table below)", normalize=kernel_spec)
+#: ``update.repulsion``: the repulsive term's weight λ, fixed or set by a controller (:mod:`steinrl.core.repulsion`).
+REPULSION_OPTION = Option("repulsion", (str, dict), {"name": "constant", "weight": 1.0},
+                          "Weight λ of the repulsive term: constant (1: SVGD), share (of the driving term's norm), "
+                          "spread (tracks a target spread on shared states) or bandit (DvD's); a name or {name: "
+                          "..., <parameter>: ...}, see the controller table below", normalize=repulsion_spec)
 
 
 class ParticleUpdate:
@@ -45,14 +59,20 @@ class ParticleUpdate:
     name: ClassVar[str] = ""
     doc: ClassVar[str] = ""
     options: ClassVar[tuple[Option, ...]] = ()
-    #: ``weights``: :meth:`direction` from Θ and G; ``functions``: ``function_direction`` from the
-    #: particles' outputs on shared inputs (the caller supplies them)
-    kernel_space: str = "weights"
+    #: the repulsion controller (none: SVGD's own weight, or no kernel)
+    repulsion: Repulsion | None = None
 
-    def direction(self, theta: Tensor, grad: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        """φ ``(M, D)`` or ``(G, M, D)`` (G groups coupled only within themselves) and the info
-        of 0-dim or ``(G,)`` tensors. ``theta`` and ``grad`` are not modified; φ may be a new tensor
-        or ``grad`` itself."""
+    @property
+    def embedding_states(self) -> int:
+        """B, the shared inputs of the particles' outputs the update needs (0: it needs none)."""
+        return 0
+
+    def direction(self, theta: Tensor, grad: Tensor, embed: Embed | None = None,
+                  params: Sequence[Tensor] = ()) -> tuple[Tensor, dict[str, Tensor]]:
+        """φ and the info from ``theta`` and ``grad`` ``(M, D)`` (0-dim info), or ``(G, M, D)`` (G
+        groups coupled only within themselves; ``(G,)`` info); ``embed`` and the moved ``params``:
+        where :attr:`embedding_states` asks for the particles' outputs. ``theta`` and ``grad`` are
+        not modified; φ (any shape of as many elements) may be a new tensor or ``grad`` itself."""
         raise NotImplementedError
 
 
@@ -63,75 +83,72 @@ _NORM = {"auto": None, "on": True, "off": False}
 
 @UPDATES.register("stein")
 class SteinUpdate(ParticleUpdate):
-    """The SVGD direction under a Stein kernel.
+    """The SVGD direction under a Stein kernel, in weight or function space, with the repulsive
+    term weighted by a controller.
 
-    :param kernel: a :class:`~steinrl.core.kernels.Kernel`, its name or its spec mapping.
+    :param kernel: a :class:`~steinrl.core.kernels.Kernel` (a
+        :class:`~steinrl.core.kernels.FunctionSpaceKernel` puts it on the particles' outputs),
+        its name or its spec mapping.
+    :param repulsion: a :class:`~steinrl.core.repulsion.Repulsion` controller or its spec
+        (None or ``constant`` at 1: SVGD's direction).
     :param attractive_norm: ``auto`` / ``on`` / ``off``: log the attractive term's norm (see
         :func:`~steinrl.core.svgd.svgd_direction`).
-    :param kernel_precision: ``full`` or ``bf16`` kernel products.
-    :param kernel_space: ``weights`` (the kernel on the flattened parameters) or ``functions``
-        (on the particles' outputs on ``function_states`` shared inputs,
-        :mod:`steinrl.core.function_space`).
-    :param function_states: B, the shared inputs of the function-space kernel (drawn by the
-        caller, e.g. from the batch's states).
-    :param function_driving: the function-space driving term: ``weights`` (the kernel-averaged
-        weight gradients) or ``functions`` (pushed forward, averaged, pulled back).
+    :param kernel_precision: ``full`` or ``bf16`` kernel products (weight space).
     """
 
     name = "stein"
-    doc = "SVGD: a Stein kernel (rbf, imq), attractive + repulsive terms."
+    doc = "SVGD: a Stein kernel (rbf, imq) in weight or function space, attractive + repulsive terms."
     options = (
         KERNEL_OPTION,
+        REPULSION_OPTION,
         Option("attractive_norm", str, "auto",
                f"Log train/attractive_norm, which costs an MxM Gram of the gradients (M²D multiply-adds, a third of "
                f"the SVGD step's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per "
-               f"particle), on or off.", choices=tuple(_NORM)),
+               f"particle), on or off; a repulsion controller computes it anyway", choices=tuple(_NORM)),
         Option("kernel_precision", str, "full",
                "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
                "device; the particle Gram behind the distances and the bandwidth stays full precision.",
                choices=PRECISIONS),
-        Option("kernel_space", str, "weights",
-               "weights: the kernel on the flattened parameters (the papers'); functions: on the particles' outputs "
-               "(a policy's action means and in-kernel log-std, a categorical's log-probabilities, a regression "
-               "net's predictions) on function_states inputs shared by every particle, the repulsion pulled back to "
-               "the weights (docs/algorithms.md#the-kernel-in-function-space).", choices=("weights", "functions")),
-        Option("function_states", int, 64, "kernel_space functions: B, the shared inputs, drawn each update from "
-               "the batch (RL: the states of every particle of a seed, at most particles x rollout.batch_size; "
-               "bandits and regression: the minibatch).",
-               check=lambda v: None if v >= 2 else "must be >= 2"),
-        Option("function_driving", str, "weights",
-               "kernel_space functions: the driving term, weights (each particle's gradient, kernel-averaged in "
-               "weight space; measured the better on bandits and regression: docs/results/kernels.md) or functions "
-               "(pushed forward to the outputs, averaged there, pulled back).", choices=DRIVING_TERMS),
     )
 
-    def __init__(self, kernel: Kernel | str | Mapping[str, Any] = "rbf", attractive_norm: str = "auto",
-                 kernel_precision: str = "full", kernel_space: str = "weights", function_states: int = 64,
-                 function_driving: str = "weights") -> None:
+    def __init__(self, kernel: Kernel | str | Mapping[str, Any] = "rbf",
+                 repulsion: Repulsion | str | Mapping[str, Any] | None = None, attractive_norm: str = "auto",
+                 kernel_precision: str = "full") -> None:
         if attractive_norm not in _NORM:
             raise ValueError(f"attractive_norm must be one of {list(_NORM)}, got {attractive_norm!r}")
         if kernel_precision not in PRECISIONS:
             raise ValueError(f"unknown precision {kernel_precision!r}; choices: {list(PRECISIONS)}")
-        if kernel_space not in ("weights", "functions"):
-            raise ValueError(f"kernel_space must be weights or functions, got {kernel_space!r}")
-        if function_driving not in DRIVING_TERMS or function_states < 2:
-            raise ValueError(f"function_driving must be one of {DRIVING_TERMS} and function_states >= 2, got "
-                             f"{function_driving!r}, {function_states!r}")
         self.kernel = make_kernel(kernel)
+        self.repulsion = make_repulsion(repulsion)
         self.attractive_norm = _NORM[attractive_norm]
         self.precision = kernel_precision
-        self.kernel_space, self.function_states, self.driving = kernel_space, int(function_states), function_driving
 
-    def direction(self, theta: Tensor, grad: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        return svgd_direction(theta, grad, kernel=self.kernel, attractive_norm=self.attractive_norm,
-                              precision=self.precision)
+    @property
+    def embedding_states(self) -> int:
+        if self.kernel.space == "functions":
+            return self.kernel.states
+        return self.repulsion.states if self.repulsion is not None and self.repulsion.needs_embedding else 0
 
-    def function_direction(self, outputs: Tensor, params: Sequence[Tensor], grad: Tensor,
-                           groups: int = 1) -> tuple[Tensor, dict[str, Tensor]]:
-        """φ ``(M, D)`` with the kernel on ``outputs`` ``(M, F)`` (differentiable in ``params``)
-        (:func:`~steinrl.core.function_space.function_space_direction`)."""
-        return function_space_direction(outputs, params, grad, kernel=self.kernel, groups=groups,
-                                        driving=self.driving)
+    def direction(self, theta: Tensor, grad: Tensor, embed: Embed | None = None,
+                  params: Sequence[Tensor] = ()) -> tuple[Tensor, dict[str, Tensor]]:
+        G = theta.shape[0] if theta.dim() == 3 else 1
+        if self.embedding_states and embed is None:
+            raise ValueError(f"{self.kernel!r} with {self.repulsion!r} needs the particles' outputs on shared "
+                             "inputs: pass the particle step an embed() returning them (M, F)")
+        if self.kernel.space == "functions":
+            with torch.enable_grad():  # the pull-back differentiates the outputs (the particle step runs without)
+                phi, info = function_space_direction(embed(), params, grad.reshape(-1, grad.shape[-1]),
+                                                     kernel=self.kernel, groups=G, repulsion=self.repulsion)
+        else:
+            spread = None
+            if self.repulsion is not None and self.repulsion.needs_embedding:
+                with torch.no_grad():
+                    spread = output_spread(embed(), G, self.embedding_states)
+            phi, info = svgd_direction(theta, grad, kernel=self.kernel, attractive_norm=self.attractive_norm,
+                                       precision=self.precision, repulsion=self.repulsion, spread=spread)
+        if self.repulsion is not None:
+            info.update({k: v if G > 1 else v.reshape(()) for k, v in self.repulsion.info().items()})
+        return phi, info
 
 
 @UPDATES.register("independent")
@@ -141,7 +158,8 @@ class IndependentUpdate(ParticleUpdate):
     name = "independent"
     doc = "No kernel: independent gradient ascent per particle."
 
-    def direction(self, theta: Tensor, grad: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def direction(self, theta: Tensor, grad: Tensor, embed: Embed | None = None,
+                  params: Sequence[Tensor] = ()) -> tuple[Tensor, dict[str, Tensor]]:
         return grad, direction_stats(theta, grad)
 
 
@@ -155,10 +173,25 @@ def make_update(name: str, **options: Any) -> ParticleUpdate:
     return cls(**options)
 
 
-def check_function_states(update: Mapping[str, Any], held: int, holds: str) -> None:
-    """A ConfigError where a function-space kernel's B (``update.function_states`` of the
-    ``update`` section's values) is more than the ``held`` inputs it is drawn from; ``holds``
-    names them, e.g. ``"a seed's batch holds (particles x rollout.batch_size = 32)"``."""
-    if update.get("kernel_space") == "functions" and update["function_states"] > held:
-        raise ConfigError(f"update.function_states {update['function_states']} is more than {holds}; "
-                          f"take at most {held}")
+def check_embedding_states(update: Mapping[str, Any], held: int, holds: str) -> None:
+    """A ConfigError where the shared inputs a function-space kernel (``update.kernel.states``) or
+    a spread controller (``update.repulsion.states``) draws are more than the ``held`` inputs they
+    come from; ``holds`` names them, e.g. ``"a seed's batch holds (particles x rollout.batch_size = 32)"``."""
+    kernel, repulsion = update.get("kernel") or {}, update.get("repulsion") or {}
+    if kernel.get("space") == "functions":
+        key, wanted = "kernel", kernel["states"]
+    elif repulsion.get("name") == "spread":
+        key, wanted = "repulsion", repulsion["states"]
+    else:
+        return
+    if wanted > held:
+        raise ConfigError(f"update.{key} states {wanted} is more than {holds}; take at most {held}")
+
+
+def check_repulsion_for(update: Mapping[str, Any], job: str) -> None:
+    """A ConfigError where ``update.repulsion`` names a controller the ``job`` cannot drive: the
+    bandit needs a score per iteration (RL's best return)."""
+    name = (update.get("repulsion") or {}).get("name")
+    if name == "bandit" and job != "rl":
+        raise ConfigError(f"update.repulsion bandit needs a score per training iteration (RL's best return); "
+                          f"{job} has none: use constant, share or spread")

@@ -108,9 +108,10 @@ class SVPGAgent:
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
             max_grad_norm=self.estimator.max_grad_norm, finite=self.finite)
-        # (update.function_states <= M x rollout.batch_size: checked with the config, PolicyGradientJob.check_config)
-        #: the function-space kernel's shared states ``(G·M, B, obs_dim)`` (normalised; set each update)
-        self.function_states: Tensor | None = None
+        # (the embedding's B <= M x rollout.batch_size: checked with the config, PolicyGradientJob.check_config)
+        #: the shared states of the particles' embedding ``(G·M, B, obs_dim)`` (normalised; drawn each
+        #: update where the particle update asks for outputs: a function-space kernel, a spread controller)
+        self.shared_states: Tensor | None = None
         self.trim = True  #: compact each particle's valid samples to the longest (set by collect)
         #: policy.obs_stats_update: a batch's observations enter the statistics after its update
         self._obs_stats_after_update = cfg.policy.obs_stats_update == "after-update"
@@ -197,6 +198,8 @@ class SVPGAgent:
         replayed graph of the update reads them (tensor step sizes are written in place)."""
         done = iteration / self.cfg.iterations if progress is None else progress
         fraction, update = self.estimator.lr_fraction(done), self.cfg.update
+        if self.optimizer.update.repulsion is not None:  # a controller's per-iteration choice (the bandit's λ)
+            self.optimizer.update.repulsion.start(iteration, self.seeds)
         self.optimizer.set_lr(halved_lr(update.lr, iteration, update.lr_halving_every, update.lr_halving_start)
                               * fraction)
         if hasattr(self.critic, "optimizer"):
@@ -218,8 +221,8 @@ class SVPGAgent:
         the :class:`~steinrl.rl.rollout.Samples` (raw observations, for a critic's fit) and what
         the particle steps take, ``obs`` (normalised once, not in every step's forwards),
         ``actions``, ``mask``, ``advantages``; with ``old_log_prob`` the sampling policy's
-        log-probs; with a joint critic its ``targets`` and (value clipping) ``old_values``. A
-        function-space kernel's shared states are drawn from them (:meth:`_share_states`)."""
+        log-probs; with a joint critic its ``targets`` and (value clipping) ``old_values``. The
+        embedding's shared states are drawn from them (:meth:`_share_states`)."""
         data = compact(batch, advantages.advantages, advantages.value_targets, self.device, trim=self.trim)
         samples = {"obs": data.obs, "actions": data.actions, "mask": data.mask, "advantages": data.advantages}
         with torch.no_grad():
@@ -234,14 +237,15 @@ class SVPGAgent:
         return data, samples
 
     def _share_states(self, samples: dict[str, Tensor], iteration: int) -> None:
-        """A function-space kernel's B states, drawn for each seed from all its particles' samples
-        (uniformly without replacement among the real ones: the B smallest of uniform keys, real
-        samples first, so padding only where they run out) and shared by every particle of the
-        seed; the particle optimizer then sees each particle's action distribution on them."""
-        update = self.optimizer.update
-        if update.kernel_space != "functions":
+        """The B shared states of the particles' embedding (a function-space kernel's, a spread
+        controller's), drawn for each seed from all its particles' samples (uniformly without
+        replacement among the real ones: the B smallest of uniform keys, real samples first, so
+        padding only where they run out) and shared by every particle of the seed; the particle
+        step then sees each particle's action distribution on them (:meth:`embed`)."""
+        B = self.optimizer.update.embedding_states
+        if not B:
             return
-        obs, mask, M, B = samples["obs"], samples["mask"], self.cfg.particles, update.function_states
+        obs, mask, M = samples["obs"], samples["mask"], self.cfg.particles
         G, n, d = len(self.seeds), *obs.shape[1:]
 
         def draw_keys(it: int) -> Tensor:  # (G, M n): each seed's own draw
@@ -250,9 +254,13 @@ class SVPGAgent:
         keys = self.draws("function_keys", draw_keys)
         order = torch.argsort(torch.where(mask.reshape(G, M * n) > 0, keys, keys + 2.0), dim=1)[:, :B]  # (G, B)
         picked = torch.gather(obs.reshape(G, M * n, d), 1, order[..., None].expand(G, B, d))  # (G, B, d)
-        self.function_states = picked[:, None].expand(G, M, B, d).reshape(G * M, B, d)
+        self.shared_states = picked[:, None].expand(G, M, B, d).reshape(G * M, B, d)
+
+    def embed(self) -> Tensor:
+        """Every particle's outputs on the shared states ``(G·M, B, k)`` (its action distribution's
+        parameters in the kernel: :meth:`~steinrl.rl.heads.Head.function`), differentiable."""
         policy = self.policy
-        self.optimizer.functions = lambda: policy.head.function(policy.outputs(self.function_states, policy.dense()))
+        return policy.head.function(policy.outputs(self.shared_states, policy.dense()))
 
     def critic_fit(self, data: Samples, iteration: int) -> CriticFit:
         """The critic's fit of its own on ``data`` as a context around the policy's steps
@@ -300,7 +308,8 @@ class SVPGAgent:
             self.finite.add("value loss", value_loss)
             aux = {"aux_loss": critic.vf_coef * value_loss.sum(), "aux_params": list(critic.net.parameters()),
                    "aux_optimizer": critic.optimizer}
-        result = self.optimizer.step(objective, logged=logged, **aux)
+        embed = self.embed if self.shared_states is not None else None
+        result = self.optimizer.step(objective, embed=embed, logged=logged, **aux)
         step = {"direction": result.direction, "log_prior": result.log_prior}
         if value_loss is not None:
             step["value_loss"] = value_loss.detach()
@@ -333,6 +342,9 @@ class SVPGAgent:
             particle_optimizer["prev_theta"] = rows(self.optimizer.prev_theta, group, G)
         state = {"policy": module_group(self.policy, group, G), "prior": module_group(self.prior, group, G),
                  "particle_optimizer": particle_optimizer, **self.estimator.state_dict(group, G)}
+        repulsion = self.optimizer.update.repulsion
+        if repulsion is not None and repulsion.state_dict(group, G):
+            state["repulsion"] = repulsion.state_dict(group, G)
         if self.critic is not None:
             extra = self.critic.extra_state()
             if "optimizer" in extra:
@@ -356,6 +368,8 @@ class SVPGAgent:
         if prev[0] is not None:
             joined["prev_theta"] = torch.cat(prev)
         self.optimizer.load_state_dict(joined)
+        if self.optimizer.update.repulsion is not None and "repulsion" in states[0]:
+            self.optimizer.update.repulsion.load_state_dict([s["repulsion"] for s in states])
         if self.critic is not None:
             critic = [s["critic"] for s in states]
             self.critic.load_state_dict(module_join(self.critic, [c["module"] for c in critic]))

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["UpdateStats", "pack", "unpack", "to_host", "METRIC_LABELS"]
+__all__ = ["UpdateStats", "pack", "unpack", "to_host", "episode_scalars", "METRIC_LABELS"]
 
 #: An RL run's logged scalars in words (figure axes; :attr:`PolicyGradientJob.metric_labels`).
 METRIC_LABELS = {
@@ -73,3 +73,22 @@ def to_host(values: dict[str, Tensor]) -> dict[str, np.ndarray]:
     from the device (one host synchronisation, however many values)."""
     flat, layout = pack(values)
     return unpack(flat.cpu().numpy(), layout)
+
+
+def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
+    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)`` (on the host, read by
+    :func:`to_host`): SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max over
+    particles of each particle's mean return over the episodes it completed in the batch."""
+    return_sum, length_sum, count = episode_stats  # (M,) each
+    total = count.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_particle = return_sum / count  # NaN for a particle without a finished episode
+    scalars = {
+        "rollout/ep_rew_mean": float(return_sum.sum() / total) if total else float("nan"),
+        "rollout/ep_len_mean": float(length_sum.sum() / total) if total else float("nan"),
+        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if total else float("nan"),
+        "rollout/episodes": float(total),
+    }
+    for i, value in enumerate(per_particle):
+        scalars[f"particles/ep_rew_mean_{i:02d}"] = float(value)
+    return scalars

@@ -9,13 +9,13 @@ collect a batch with every particle, update, and return the iteration's scalars
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -25,13 +25,13 @@ from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES, check_function_states
+from steinrl.core.updates import UPDATES, check_embedding_states
 from steinrl.errors import ConfigError
 from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.critics import CRITICS
-from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, pack, to_host, unpack
+from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, episode_scalars, pack, to_host, unpack
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -100,25 +100,6 @@ def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
         if cfg.policy.normalize_obs or cfg.update.proximal_weight:
             raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
     return seeds
-
-
-def episode_scalars(episode_stats: np.ndarray) -> dict[str, float]:
-    """Rollout scalars from a batch's ``episode_stats`` ``(3, M)`` (on the host, read by
-    :func:`to_host`): SB3's ``ep_rew_mean`` / ``ep_len_mean`` and the papers' max over
-    particles of each particle's mean return over the episodes it completed in the batch."""
-    return_sum, length_sum, count = episode_stats  # (M,) each
-    total = count.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_particle = return_sum / count  # NaN for a particle without a finished episode
-    scalars = {
-        "rollout/ep_rew_mean": float(return_sum.sum() / total) if total else float("nan"),
-        "rollout/ep_len_mean": float(length_sum.sum() / total) if total else float("nan"),
-        "rollout/ep_rew_max_particle": float(np.nanmax(per_particle)) if total else float("nan"),
-        "rollout/episodes": float(total),
-    }
-    for i, value in enumerate(per_particle):
-        scalars[f"particles/ep_rew_mean_{i:02d}"] = float(value)
-    return scalars
 
 
 class PolicyGradientJob:
@@ -224,11 +205,11 @@ class PolicyGradientJob:
 
     @staticmethod
     def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
-        """A function-space kernel draws its B shared states from one iteration's batch of a seed:
-        ``update.function_states`` <= particles x ``rollout.batch_size``."""
+        """The embedding (a function-space kernel's, a spread controller's) draws its B shared states
+        from one iteration's batch of a seed: B <= particles x ``rollout.batch_size``."""
         held = values[""]["particles"] * values["rollout"]["batch_size"]
-        check_function_states(values.get("update", {}), held,
-                              f"a seed's batch holds (particles x rollout.batch_size = {held})")
+        check_embedding_states(values.get("update", {}), held,
+                               f"a seed's batch holds (particles x rollout.batch_size = {held})")
 
     @classmethod
     def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
@@ -366,6 +347,9 @@ class PolicyGradientJob:
                 "time/total_seconds": self.seconds,
             })
             rows.append(scalars)
+        repulsion = self.agent.optimizer.update.repulsion
+        if repulsion is not None:  # the iteration's score per seed (the bandit's reward)
+            repulsion.observe([row.get("rollout/ep_rew_max_particle", math.nan) for row in rows])
         return rows
 
     def _values(self, batch: Batch, stats: UpdateStats) -> dict[str, Tensor]:

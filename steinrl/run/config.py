@@ -18,7 +18,7 @@ Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the
 that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``, ``lr`` ->
 ``update.lr``, ``hidden`` -> ``policy.hidden``: the critic's come last). Values are checked
 against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and range,
-then keys that bound each other by the job's ``check_config`` (``update.function_states`` within the
+then keys that bound each other by the job's ``check_config`` (``update.kernel``'s ``states`` within the
 batch); anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where and what is valid.
 """
 

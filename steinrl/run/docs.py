@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from steinrl.core.kernels import KERNELS
+from steinrl.core.kernels import FUNCTION_SPACE_OPTIONS, KERNELS, SPACE
+from steinrl.core.repulsion import REPULSIONS
 from steinrl.registry import Option
 from steinrl.run.algos import JOBS
 from steinrl.run.config import RUN_OPTIONS, TRAINER_OPTIONS
@@ -56,8 +57,34 @@ def _kernels() -> list[str]:
              "says so).", "",
              "| kernel | k(x, y), d = ‖x − y‖ | parameters (default) |", "|---|---|---|"]
     for name, cls in KERNELS.items():
-        params = "; ".join(f"`{o.name}` ({_default(o)}): {o.doc.rstrip('.')}" for o in cls.options) + "."
-        lines.append(f"| `{name}` | {cls.doc} | {params} |")
+        lines.append(f"| `{name}` | {cls.doc} | {_parameters(cls.options)} |")
+    lines += ["", "Every kernel also takes where it looks at the particles, and in function space what it sees "
+              "(`--set 'update.kernel={space: functions, states: 32}'`):", "",
+              "| parameter (default) | description |", "|---|---|"]
+    lines += [f"| `{o.name}` ({_default(o)}) | {o.doc.rstrip('.')}{_choices(o)}. |"
+              for o in (SPACE, *FUNCTION_SPACE_OPTIONS)]
+    return lines + [""]
+
+
+def _parameters(options: tuple[Option, ...]) -> str:
+    return "; ".join(f"`{o.name}` ({_default(o)}): {o.doc.rstrip('.')}" for o in options) + "." if options else "none"
+
+
+def _choices(option: Option) -> str:
+    choices = option.allowed_choices()
+    return f" (one of: {', '.join(f'`{c}`' for c in choices)})" if choices else ""
+
+
+def _repulsions() -> list[str]:
+    """The repulsion controller table (``update.repulsion``)."""
+    lines = ["## Repulsion controllers (`update.repulsion`)", "",
+             "`update.repulsion` sets the weight λ of the Stein direction's repulsive term, φ_i = driving_i + λ_i "
+             "repulsive_i: a controller's name alone (`share`) or with its parameters (`--set "
+             "'update.repulsion={name: share, target: 0.2}'`); `constant` with weight 1 is SVGD's own direction "
+             "(docs/algorithms.md#repulsion-controllers).", "",
+             "| controller | what it does | parameters (default) |", "|---|---|---|"]
+    for name, cls in REPULSIONS.items():
+        lines.append(f"| `{name}` | {cls.doc} | {_parameters(cls.options)} |")
     return lines + [""]
 
 
@@ -84,7 +111,7 @@ def render() -> str:
         for section, part, options in job.doc_sections():
             title = f"`{section}`" if section else "top level"
             out += [f"### {title}" + (f" — {part}" if part else ""), "", *_table(options)]
-    out += _kernels()
+    out += _kernels() + _repulsions()
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -28,12 +28,16 @@ def metric_label(key: str) -> str:
 
 
 def _part_defaults(name: Any) -> dict[str, Any]:
-    """The declared parameter defaults of the registered kernel ``name`` (``{}`` for another name)."""
-    from steinrl.core.kernels import KERNELS
+    """The declared parameter defaults of the registered kernel or repulsion controller ``name``
+    (a kernel's with its space's; ``{}`` for another name)."""
+    from steinrl.core.kernels import FUNCTION_SPACE_OPTIONS, KERNELS, SPACE
+    from steinrl.core.repulsion import REPULSIONS
 
-    if not isinstance(name, str) or name not in KERNELS.names():
-        return {}
-    return {o.name: o.default for o in KERNELS.get(name).options}
+    if isinstance(name, str) and name in KERNELS.names():
+        return {o.name: o.default for o in (*KERNELS.get(name).options, SPACE, *FUNCTION_SPACE_OPTIONS)}
+    if isinstance(name, str) and name in REPULSIONS.names():
+        return {o.name: o.default for o in REPULSIONS.get(name).options}
+    return {}
 
 
 def short_value(value: Any) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, input_path, output_dir
 from steinrl.run.config import Config, load_config, load_yaml
+from steinrl.run.legacy import migrate_overrides
 from steinrl.run.sweep_report import block_result, report
 
 __all__ = ["Spec", "load_spec", "make_trials", "trial_config", "run_sweep", "sweep_main", "CHECKPOINT_NAME"]
@@ -224,6 +225,7 @@ def trial_config(trial: dict[str, Any], search: dict[str, Any] | None = None, wh
     ``load_config`` with the spec's keys as the last layer (errors name ``where`` as their source)."""
     # run.threads: the trial's CPUs (the Trainer sets it), unless the spec sets it itself
     overrides = {"run.threads": trial["threads"], **trial["overrides"], **(search or {}), "seed": trial["seed"]}
+    overrides = migrate_overrides(overrides)  # a spec written with an earlier version's keys
     try:
         return load_config(trial["algo"], trial["env"], overrides, preset=trial["preset"])
     except ConfigError as exc:

@@ -86,10 +86,9 @@ class ParticleRegressor:
                                                  cfg.update if spec else None, lr=protocol.lr,
                                                  optimizer=protocol.optimizer,
                                                  max_direction_norm=protocol.max_grad_norm)
-        update = self.optimizer.update
-        #: a function-space kernel's shared inputs: the first B contexts of every refit minibatch
-        #: (B <= protocol.minibatch: checked with the config, BanditJob.check_config)
-        self.function_states = update.function_states if update.kernel_space == "functions" else 0
+        #: the embedding's shared inputs (a function-space kernel's, a spread controller's): the first
+        #: B contexts of every refit minibatch (B <= protocol.minibatch: checked with the config)
+        self.shared_inputs = self.optimizer.update.embedding_states
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
@@ -138,10 +137,13 @@ class ParticleRegressor:
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
             self.optimizer.set_lr(lr)
-            if self.function_states:  # the reward net's predictions on the minibatch's first B contexts
-                shared = contexts[idx[:self.function_states]]
-                self.optimizer.functions = lambda shared=shared: self.net(shared).flatten(1)
-            info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n)).direction
+            shared = contexts[idx[:self.shared_inputs]]  # the embedding's inputs: the first B contexts
+
+            def embed(shared: torch.Tensor = shared) -> torch.Tensor:  # the reward net's predictions (M, B k)
+                return self.net(shared).flatten(1)
+
+            info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n),
+                                       embed=embed if self.shared_inputs else None).direction
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}
         scalars.update({k: float(v) for k, v in info.items()})
