@@ -4,8 +4,10 @@
 ``steinrl/DoublePendulum-v0`` (exact physics), and ``steinrl/CartpoleRllab-v0`` and
 ``steinrl/CartpoleSwingUpRllab-v0`` (with rllab's Box2D damping, for comparisons with the
 papers) with Gymnasium, each with a single-env ``entry_point`` and a numpy
-``vector_entry_point``, and the sparse-reward MuJoCo task ``steinrl/SparseHalfCheetah-v1``
-(:mod:`steinrl.envs.sparse_mujoco`, an ``entry_point`` only: it needs the ``mujoco`` extra)::
+``vector_entry_point``, and the sparse-reward MuJoCo tasks ``steinrl/SparseHalfCheetah-v1``
+(:mod:`steinrl.envs.sparse_mujoco`), ``steinrl/EpisodicHopper-v0`` and
+``steinrl/EpisodicWalker2d-v0`` (:mod:`steinrl.envs.episodic_mujoco`: the return paid at the
+episode's end), each an ``entry_point`` only: they need the ``mujoco`` extra::
 
     import steinrl.envs as envs
     vec = envs.make_vec("CartpoleSwingUp", num_envs=160)   # or any Gymnasium id

@@ -2,8 +2,10 @@
 
 Executed on ``import steinrl.envs``. Our tasks are registered as ``steinrl/<Name>-v0``: the
 numpy tasks of :data:`SHORT_NAMES` with a single-env ``entry_point`` and a
-``vector_entry_point``; the MuJoCo variants of :data:`MUJOCO_NAMES` (``SparseHalfCheetah``)
-with an ``entry_point`` only (Gymnasium's vector modes run them, as any MuJoCo id). Any other
+``vector_entry_point``; the MuJoCo variants of :data:`MUJOCO_NAMES` (``SparseHalfCheetah``,
+``EpisodicHopper``, ``EpisodicWalker2d``) with an ``entry_point`` only (Gymnasium's vector modes
+run them, as any MuJoCo id; the episodic ones add their reward wrapper through the spec's
+``additional_wrappers``, which ``gymnasium.make`` applies outside its ``TimeLimit``). Any other
 Gymnasium id (e.g. ``"CartPole-v1"``, ``"InvertedDoublePendulum-v5"``) is passed through to
 Gymnasium.
 """
@@ -23,6 +25,7 @@ import gymnasium as gym
 from steinrl.errors import ConfigError
 
 from .core import DEFAULT_MAX_EPISODE_STEPS, NO_STEP_LIMIT
+from .episodic_mujoco import EPISODIC_TASKS, episodic_wrapper_spec
 
 NAMESPACE = "steinrl"
 
@@ -54,16 +57,22 @@ _ENTRY_POINTS: dict[str, tuple[str, str]] = {
 
 
 #: steinrl's MuJoCo task variants, short name -> registered id: Gymnasium envs (no numpy vector
-#: entry point, no torch twin), built on a Gymnasium MuJoCo task (envs/sparse_mujoco.py).
+#: entry point, no torch twin), built on a Gymnasium MuJoCo task (envs/sparse_mujoco.py,
+#: envs/episodic_mujoco.py).
 MUJOCO_NAMES: dict[str, str] = {
     "SparseHalfCheetah": f"{NAMESPACE}/SparseHalfCheetah-v1",
+    "EpisodicHopper": f"{NAMESPACE}/EpisodicHopper-v0",
+    "EpisodicWalker2d": f"{NAMESPACE}/EpisodicWalker2d-v0",
 }
 
 #: Entry point, time limit and ``reward_threshold`` of each :data:`MUJOCO_NAMES` task
 #: (SparseHalfCheetah: HalfCheetah-v5's 1000 steps; a return of 1 or more can only come from steps
-#: past the goal, the actions' cost being >= 0: the goal reached).
+#: past the goal, the actions' cost being >= 0: the goal reached. The episodic tasks: Hopper-v5's and
+#: Walker2d-v5's own env and 1000 steps; 2000: a step pays at most 1 for staying healthy plus its
+#: forward travel / 0.008 s, so a return of 2000 needs >= 8 m forward, standing 1000 steps ~1000).
 _MUJOCO_ENTRY_POINTS: dict[str, tuple[str, int, float]] = {
     "SparseHalfCheetah": ("steinrl.envs.sparse_mujoco:SparseHalfCheetahEnv", 1000, 1.0),
+    **{short: (entry_point, 1000, 2000.0) for short, (_, entry_point) in EPISODIC_TASKS.items()},
 }
 
 
@@ -87,7 +96,9 @@ def register_envs() -> None:
     for short, env_id in MUJOCO_NAMES.items():
         if env_id not in gym.registry:
             entry_point, limit, threshold = _MUJOCO_ENTRY_POINTS[short]
-            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=limit, reward_threshold=threshold)
+            wrappers = (episodic_wrapper_spec(),) if short in EPISODIC_TASKS else ()
+            gym.register(id=env_id, entry_point=entry_point, max_episode_steps=limit, reward_threshold=threshold,
+                         additional_wrappers=wrappers)
 
 
 def is_steinrl_env(name: str) -> bool:
