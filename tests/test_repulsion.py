@@ -85,9 +85,9 @@ def test_the_spread_controller_drives_a_gaussians_particles_to_its_target(target
     pairwise squared distance, the embedding being the particles themselves) is the target."""
     torch.manual_seed(0)
     theta = torch.nn.Parameter(0.1 * torch.randn(8, 2, dtype=F64))
-    control = TargetSpread(target=target, lr=0.02, states=1)
-    opt = ParticleOptimizer([theta], SteinUpdate({"bandwidth": 1.0}, repulsion=control), lr=0.05, optimizer="sgd")
-    for _ in range(3000):
+    control = TargetSpread(target=target, lr=0.05, states=1)
+    opt = ParticleOptimizer([theta], SteinUpdate({"bandwidth": 1.0}, repulsion=control), lr=0.1, optimizer="sgd")
+    for _ in range(800):
         opt.step(-0.5 * theta.square().sum(1), embed=lambda: theta)
     spread = float(output_spread(theta.detach(), 1, 1))
     assert spread == pytest.approx(target, rel=0.05)
