@@ -17,11 +17,11 @@ make one 10-seed row. Writes ``results.csv``, ``summary.md`` and ``curves.png`` 
 
 ``--archive`` writes ``results.csv.gz`` with only each trial's headline metric instead of
 ``results.csv`` (a sweep's full ``results.csv`` is ~0.7 MB per trial; the archive ~13 kB):
-the form in which docs/study/ keeps the studies of docs/results/, so that their tables
+the form in which research/archives/ keeps the studies of research/results/, so that their tables
 can be re-made, and combined, from the repository alone:
 
-    python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out docs/study/exact_10seeds
-    python benchmarks/combine_sweeps.py docs/study/exact_10seeds docs/study/damped_10seeds --out /tmp/both
+    python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out research/archives/exact_10seeds
+    python benchmarks/combine_sweeps.py research/archives/exact_10seeds research/archives/damped_10seeds --out /tmp/both
 
 ``--x KEY`` draws and summarises against a logged metric instead of the iteration, each
 trial's headline averaged in ``--bins`` equal bins of it (from 0 to what every trial of the
@@ -31,7 +31,7 @@ recorded before its job logged it have their iteration seconds' running sum inst
 the best bin mean, and an archive keeps the x column.
 
 ``--curves-only`` (re)draws only ``curves.png`` (``--out`` may be the source itself: the
-figures of docs/study/ are re-drawn from their archives this way).
+figures of research/archives/ are re-drawn from their archives this way).
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@
 
 Each figure's source (:data:`FIGURES`):
 
-- ``docs/study/<dir>/curves.png``: the sweep archive beside it, ``results.csv.gz``
+- ``research/archives/<dir>/curves.png``: the sweep archive beside it, ``results.csv.gz``
   (``benchmarks/combine_sweeps.py --archive`` wrote it; its x is the iteration, or the column
   it kept, e.g. ``time/total_seconds`` for a ``--x`` archive, drawn as archived);
 - ``docs/bandits_<env>_<protocol>.png``: ``benchmarks/bandits.py``'s archive beside it,
   ``bandits_<env>_<protocol>.csv.gz``;
-- ``docs/cartpole.png``, ``swingup.png``, ``double_pendulum.png`` and
-  ``inverted_double_pendulum.png``: the seed-mean curves in ``benchmarks/results/learning.json``
+- ``research/results/cartpole.png``, ``swingup.png``, ``double_pendulum.png`` and
+  ``inverted_double_pendulum.png``: the seed-mean curves in ``research/archives/round1_learning/learning.json``
   (round 1's learning benchmark; the per-seed curves were not kept, so these have no band).
 
 A figure whose source is not in the repository is named and left as it is. Last line:
@@ -50,8 +50,8 @@ NOT_ARCHIVED = {
                                   "(bandits_Mushroom_s2vgd.md) run again on 2026-11-27 gave other numbers (the code "
                                   "has changed: s2vgd-ts regret 1358 ± 202 against the table's 1445 ± 242), so the "
                                   "figure stays as its table's",
-    "study_swingup_3seeds.png": "the 3-seed study's sweep output was not archived (docs/study/ began later); only "
-                                "svgd-a2c's exact swing-up seeds 0-2 survive, in docs/study/exact_10seeds",
+    "study_swingup_3seeds.png": "the 3-seed study's sweep output was not archived (research/archives/ began later); only "
+                                "svgd-a2c's exact swing-up seeds 0-2 survive, in research/archives/exact_10seeds",
 }
 
 

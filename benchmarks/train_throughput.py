@@ -39,7 +39,7 @@ the policy update by what the overlap hides).
 a shared machine (other processes on the cores), the steadier figure to compare runs by.
 
 ``--profile``: instead, one iteration of each mode part by part under the torch profiler,
-the ops of each part by self CPU time (``--rows`` of them; the tables of docs/results/train_throughput.md).
+the ops of each part by self CPU time (``--rows`` of them; the tables of research/results/train_throughput.md).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ after the last epoch. Splits run in parallel over ``--jobs`` processes with one 
 
 How long: about ``splits x (sum of the methods' seconds per split) / jobs``. With all eight
 methods, ``--splits 20`` takes about 30-35 minutes on 2 cores (``--jobs 2``) for yacht and
-about 10 minutes for energy (docs/results/uci.md gives each method's seconds per split); the
+about 10 minutes for energy (research/results/uci.md gives each method's seconds per split); the
 first line says the estimate for the run at hand.
 
 ``--update KEY=VALUE`` (repeatable; YAML values) sets an option of the Stein methods' particle
@@ -32,7 +32,7 @@ Prints one line per finished split, then one summary line per method (the last l
 and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
 (default runs/benchmarks/; rows keyed by method, its update options and prior, so a rerun
 replaces its own rows and keeps the others: ``svgd`` and ``svgd update.kernel.space=functions``
-are two rows). ``--update-docs`` refreshes the same section of docs/results/uci.md.
+are two rows). ``--update-docs`` refreshes the same section of research/results/uci.md.
 
 Every argument and every file of ``--data`` is checked before the first fit: a missing,
 wrong-kind, unreadable or empty file, a value that is not a finite number (named by file,
@@ -68,7 +68,7 @@ from steinrl.run.config import read_user_text  # noqa: E402
 #: S²VGD paper, table 1: test RMSE of S²VGD and SVGD (the issue's reference figures).
 TABLE1 = {"yacht": (0.47, 0.86), "energy": (0.38, 1.37), "boston": (2.56, 2.96), "concrete": (4.25, 5.32)}
 #: Seconds per split of each method on one core of the 2-core machine, two splits side by side
-#: (docs/results/uci.md, 20 splits at the default epochs): the start line's time estimate.
+#: (research/results/uci.md, 20 splits at the default epochs): the start line's time estimate.
 SECONDS_PER_SPLIT = {
     "yacht": {"svgd": 13.3, "s2vgd": 24.3, "vmg": 18.2, "kron": 35.0, "bbb": 16.6, "badam": 6.0, "kflow": 17.6,
               "rdp": 46.5},
@@ -242,7 +242,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "ignore it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
     parser.add_argument("--update-docs", action="store_true",
-                        help="also refresh the set's section of docs/results/uci.md")
+                        help="also refresh the set's section of research/results/uci.md")
     args = parser.parse_args(argv)
     for flag, value in (("--splits", args.splits), ("--epochs", args.epochs), ("--jobs", args.jobs),
                         ("--particles", args.particles), ("--batch-size", args.batch_size)):
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     per_split = SECONDS_PER_SPLIT.get(name, SECONDS_PER_SPLIT["yacht"])  # other sets: yacht's, the slower
     minutes = splits * sum(per_split.get(m, 20.0) for m in args.methods) / min(args.jobs, 2) / 60
     print(f"uci: {splits} splits x {len(args.methods)} methods take about {max(1, round(minutes))} minutes on a "
-          f"2-core machine at --jobs {min(args.jobs, 2)} (docs/results/uci.md's seconds per split"
+          f"2-core machine at --jobs {min(args.jobs, 2)} (research/results/uci.md's seconds per split"
           f"{'' if name in SECONDS_PER_SPLIT else ', measured on yacht'})", flush=True)
     results = run_all(args, options, [(m, k) for k in range(splits) for m in args.methods], name)
     command = _command(argv)

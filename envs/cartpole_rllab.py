@@ -21,7 +21,7 @@ i.e. a kinetic energy ``½ m (θ̇² r dt)²`` per step: power ``½ m r² dt θ�
 (the cart's give lowers the effective mass). The damping is numerical: it belongs to the
 0.05 s step and was fitted there only.
 
-The fit (``python benchmarks/rllab_box2d.py --fit``): energy left (share of the initial
+The fit (``python research/scripts/rllab_box2d.py --fit``): energy left (share of the initial
 mechanical energy, mean over states) after 1, 2, 3, 5 and 10 s of force-free swinging, the
 cart at rest, from 8 state sets: θ ~ U(π ± 2), θ̇ ~ U(±3) (300 poles); the swing-up reset's
 θ ~ U(π ± 1), θ̇ ~ U(±3) (300); and 20 poles each released from 0.5, 1, ..., 3 rad. Least
@@ -42,7 +42,7 @@ along force-free Box2D trajectories gives ``−8.9e-4 θ̇³`` rad/s per step, i
 average over θ), with an rms residual of 8.9e-4 rad/s (before: 9.4e-3; linear and
 quadratic laws leave 4.9e-3 and 2.4e-3).
 
-Measured (``benchmarks/rllab_box2d.py``), energy left after 1 s / 5 s on the swing-up
+Measured (``research/scripts/rllab_box2d.py``), energy left after 1 s / 5 s on the swing-up
 reset's poles: Box2D 0.86 / 0.57, these tasks 0.86 / 0.57, exact physics 0.97 / 0.97
 (largest gap over all 8 sets at 1 s and 5 s: 0.012). One step along Box2D trajectories
 under random forces: median |Δθ̇| 5.2e-5 rad/s (exact physics: 3.4e-3).
@@ -63,7 +63,7 @@ Tasks: :class:`CartpoleRllabEnv` / :class:`CartpoleRllabVectorEnv` (balancing, w
 ``steinrl/CartpoleSwingUpRllab-v0``. rllab's double pendulum (``dt = 0.01``, 20 solver
 iterations) differs from ours in ways a joint damping law does not capture (fitted at
 both joints it explains ~3 % of the one-step residual along Box2D trajectories; see
-``benchmarks/rllab_box2d.py --double-pendulum``), so there is no ``DoublePendulumRllab``.
+``research/scripts/rllab_box2d.py --double-pendulum``), so there is no ``DoublePendulumRllab``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``pip install "steinrl[envpool]"`` installs `EnvPool <https://envpool.readthedocs.io>`_,
 whose v5 MuJoCo tasks step a batch of envs in C++ threads (faster than Gymnasium's
-``SyncVectorEnv``; measured in docs/results/mujoco_throughput.md). :class:`EnvPoolVectorEnv` presents
+``SyncVectorEnv``; measured in research/results/mujoco_throughput.md). :class:`EnvPoolVectorEnv` presents
 such a pool exactly as Gymnasium's own vector env of the same id does (tests/test_envpool.py):
 
 - the same spaces (Gymnasium's ``float32`` action Box; EnvPool declares ``float64``);

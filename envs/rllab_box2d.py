@@ -4,7 +4,7 @@
 This is the simulator the papers' numbers were made on, used only to check our numpy
 :mod:`steinrl.envs.cartpole` against it (``tests/test_envs_box2d.py``), to fit the damping of
 :mod:`steinrl.envs.cartpole_rllab` (``tests/test_envs_damped.py``) and to study it
-(``benchmarks/rllab_box2d.py``). It needs the optional ``Box2D`` package
+(``research/scripts/rllab_box2d.py``). It needs the optional ``Box2D`` package
 (``pip install -e .[box2d]``); nothing else in steinrl imports it.
 
 The model, as rllab's XML builds it: a 1 kg cart (box 4/√12 × 3/√12 m, density 1) on a

@@ -122,7 +122,7 @@ def test_svgd_ppo_trains_on_it_with_the_function_space_kernel(tmp_path):
 
 @pytest.mark.parametrize("args", [["--goal", "0"], ["--ctrl-cost", "-1"], ["--steps", "0"]])
 def test_the_variants_benchmark_refuses_bad_constants_in_one_line(args):
-    """benchmarks/sparse_halfcheetah_variants.py: a bad constant is one `error:` line, exit 2, no training."""
+    """research/scripts/sparse_halfcheetah_variants.py: a bad constant is one `error:` line, exit 2, no training."""
     import subprocess
     import sys
     from pathlib import Path

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Does Inductor pay for the PPO minibatch step on the CPU? Eager against ``torch.compile``, alternated.
 
-    python benchmarks/compile_update.py [--env HalfCheetah-v5] [--particles 16] [--steps 32] [--rounds 3]
+    python research/scripts/compile_update.py [--env HalfCheetah-v5] [--particles 16] [--steps 32] [--rounds 3]
 
 At mujoco_throughput's defaults (``svgd-ppo``, ``--preset mujoco-ppo``: SB3's PPO per particle,
 M = 16 x E = 4, [64, 64] tanh networks, 64-sample minibatches, a joint critic), after one

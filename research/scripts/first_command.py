@@ -1,7 +1,7 @@
 """The README's first command over several seeds: what a new user should expect it to print.
 
-    python benchmarks/first_command.py                       # s2vgd-a2c on CartpoleSwingUp, seeds 0-9, 2 at a time
-    python benchmarks/first_command.py --algo svgd-a2c --seeds 0,1,2 --jobs 1
+    python research/scripts/first_command.py                       # s2vgd-a2c on CartpoleSwingUp, seeds 0-9, 2 at a time
+    python research/scripts/first_command.py --algo svgd-a2c --seeds 0,1,2 --jobs 1
 
 Runs ``python train.py --algo ALGO --env ENV --seed S --no-progress`` once per seed (``--jobs``
 at a time, each at the config's ``run.threads``, 1 by default; ``--set`` passes config keys on,
@@ -51,7 +51,7 @@ def run_seed(algo: str, env: str, seed: int, sets: list[str], logdir: str) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="benchmarks/first_command.py", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="research/scripts/first_command.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--algo", default="s2vgd-a2c")
     p.add_argument("--env", default="CartpoleSwingUp")
     p.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9", help="comma-separated seeds (default 0-9)")

@@ -3,7 +3,7 @@
 swing-up (fast preset and paper mode) with the critic's regression after the policy update
 and beside it, alternated, at ``--threads`` torch threads (default: torch's own, one per core).
 
-    python benchmarks/overlap_threads.py [--threads N] [--window 20] [--rounds 3]
+    python research/scripts/overlap_threads.py [--threads N] [--window 20] [--rounds 3]
 
 Last line: ``overlap_threads threads=<n> fast_off_s=<s> fast_on_s=<s> paper_off_s=<s>
 paper_on_s=<s>``, the medians over the rounds of seconds per 1000 iterations (extrapolated

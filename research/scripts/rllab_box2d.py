@@ -3,10 +3,10 @@
 model (a diagnostic for the swing-up gap).
 
     pip install -e .[box2d]
-    python benchmarks/rllab_box2d.py                    # transitions, reset quirk, energy (seconds)
-    python benchmarks/rllab_box2d.py --fit              # also fit the damping laws (~15 s)
-    python benchmarks/rllab_box2d.py --double-pendulum  # also rllab's double pendulum (~30 s)
-    python benchmarks/rllab_box2d.py --train s2vgd-a2c --iterations 500 --seeds 0
+    python research/scripts/rllab_box2d.py                    # transitions, reset quirk, energy (seconds)
+    python research/scripts/rllab_box2d.py --fit              # also fit the damping laws (~15 s)
+    python research/scripts/rllab_box2d.py --double-pendulum  # also rllab's double pendulum (~30 s)
+    python research/scripts/rllab_box2d.py --train s2vgd-a2c --iterations 500 --seeds 0
 
 Uses ``steinrl.envs.rllab_box2d`` (rllab's ``cartpole.xml.mako`` rebuilt with pybox2d) to measure,
 for our exact physics (``ours``) and the damped ``CartpoleSwingUpRllab`` (``damped``,

@@ -1,5 +1,5 @@
 """rllab's Box2D double pendulum against our DoublePendulum: item 5 of ``rllab_box2d.py``
-(``python benchmarks/rllab_box2d.py --double-pendulum`` runs it).
+(``python research/scripts/rllab_box2d.py --double-pendulum`` runs it).
 
 One-step agreement from random states and torques, energy left in free swinging (links
 released in phase and in anti-phase), mean energy under random bang-bang torques, and how

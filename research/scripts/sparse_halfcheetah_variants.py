@@ -1,7 +1,7 @@
 """SB3's default PPO on a variant of SparseHalfCheetah: is the task sparse enough that a single PPO fails?
 
-    python benchmarks/sparse_halfcheetah_variants.py --seed 0                          # the task: 5 m, cost 0.1
-    python benchmarks/sparse_halfcheetah_variants.py --seed 0 --goal 10 --ctrl-cost 0  # a farther goal, no cost
+    python research/scripts/sparse_halfcheetah_variants.py --seed 0                          # the task: 5 m, cost 0.1
+    python research/scripts/sparse_halfcheetah_variants.py --seed 0 --goal 10 --ctrl-cost 0  # a farther goal, no cost
 
 Trains ``stable_baselines3.PPO("MlpPolicy", env)`` with every default (what ``sb3-ppo`` trains
 with) on ``steinrl.envs.make("SparseHalfCheetah", goal_distance=GOAL, ctrl_cost_weight=CTRL)`` for ``--steps`` env
@@ -30,7 +30,7 @@ from steinrl.run.cli_base import Parser, run_cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="benchmarks/sparse_halfcheetah_variants.py", description=__doc__.split("\n")[0])
+    p = Parser(prog="research/scripts/sparse_halfcheetah_variants.py", description=__doc__.split("\n")[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--goal", type=float, default=5.0, help="goal_distance in metres (default 5)")
     p.add_argument("--ctrl-cost", type=float, default=0.1, help="ctrl_cost_weight (default 0.1, HalfCheetah's)")

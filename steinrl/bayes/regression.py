@@ -30,7 +30,7 @@ M vs M + 1; log γ starts at −log(mean squared residual of the initial network
 average the particles. Their step, "AdaGrad with momentum", is RMSprop with decay 0.9, ε = 1e-6
 outside the root, lr 1e-3 (``optimizer="rmsprop", lr=1e-3`` here; theirs seeds the average with the
 first g² instead of 0.1 g²); it underfits on validation splits carved from training data, so
-the default is Adam, lr 3e-3 (docs/results/uci.md#uci-the-default-optimizer). Adam moves every
+the default is Adam, lr 3e-3 (research/results/uci.md#uci-the-default-optimizer). Adam moves every
 coordinate by about lr per step, which caps the travel of log γ (yacht needs log γ ≈ 7-8
 from ≈ 0): the optimised coordinate is log γ / ``noise_scale`` (default 10).
 Left open by the papers and chosen here: the number of epochs (the

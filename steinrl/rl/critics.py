@@ -207,7 +207,7 @@ class ValueEnsemble(Critic):
     def values(self, batch: Batch) -> Tensor:
         """On CPU in blocks of ``_CPU_BLOCK`` observations per particle: the activations of
         one block stay in cache (16 x 5050 observations at once make 10 MB per hidden layer;
-        the block sizes measured: docs/results/train_throughput.md). The same numbers to
+        the block sizes measured: research/results/train_throughput.md). The same numbers to
         float32 rounding."""
         obs = _batch_obs(batch, self.target_mean.device)
         block = _CPU_BLOCK if obs.device.type == "cpu" else obs.shape[1]

@@ -122,15 +122,15 @@ class PolicyGradientJob:
                "decide.", check=at_least_one),
         Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
                "(summed over resumes) past this many seconds; null: no limit.", check=positive),
-        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (docs/results/temperature.md).
+        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (research/results/temperature.md).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )
 
     #: Layer defaults of the RL algorithms of a method, over the method's own (the paper's),
-    #: each set by a measurement (docs/results/swingup_10seeds.md); ``--preset paper`` restores the paper's.
+    #: each set by a measurement (research/results/swingup_10seeds.md); ``--preset paper`` restores the paper's.
     #: s2vgd: Λ fixed at 1, since the paper's prior shrinks a learned Λ and fails the swing-up
-    #: (docs/results/swingup_10seeds.md#defaults-that-followed).
+    #: (research/results/swingup_10seeds.md#defaults-that-followed).
     rl_layer_defaults: dict[str, dict[str, Any]] = {"s2vgd": {"scales": False}}
 
     @staticmethod

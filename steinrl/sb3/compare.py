@@ -15,7 +15,7 @@ not re-evaluated, so that a table joins runs whose checkpoints are gone. ``PATH:
 labels a source's rows (``particles=4`` gives older tables' rows their M; any other key goes into
 ``params``, which tells two sources of one algorithm apart instead of pooling them)::
 
-    steinrl compare docs/study/mujoco_equal_time_anneal/comparison.csv:particles=4,kernel=weights \
+    steinrl compare research/archives/mujoco_equal_time_anneal/comparison.csv:particles=4,kernel=weights \
         runs/sweeps/kernel_mujoco_independent --out runs/ablation/comparison.csv
 
 The table is the kernel ablation: per task the Stein methods' rows come first, then

@@ -29,7 +29,7 @@ def _reverse_scan(x: Tensor, cont: Tensor) -> Tensor:
     ``a[t] = Π_{i=t}^{t+2^r−1} cont[i]`` (kept only where a later round reads it), so that
     round r + 1 adds ``a[t] · out[t + 2^r]``. The same sums as the sequential loop in another
     order: equal to float64 rounding (~1e-15 relative; tests/test_speed_exact.py). Its cost
-    on CPU against numpy's and torch's step-by-step loops: docs/results/train_throughput.md
+    on CPU against numpy's and torch's step-by-step loops: research/results/train_throughput.md
     ("GAE and the returns").
     """
     T = x.shape[0]
