@@ -19,7 +19,7 @@ and writes to ``--out`` (default runs/benchmarks/) ``bandits_<env>_<protocol>.md
 markdown table: normalised cumulative reward ± s.e.), ``.png`` (cumulative regret, mean ±
 s.e. over seeds, drawn by :func:`steinrl.run.plotting.draw_panels`) and ``.csv.gz`` (every
 run's regret curve and totals: ``--from`` re-makes the table and figure from it).
-``--update-docs`` also writes the three files to docs/ (the figures the docs show).
+``--update-results`` also writes the three files to research/results/ (the study page's figures).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ DEFAULT_AGENTS = ("svgd-ts,s2vgd-ts,vmg-ts,kron-ts,independent-ts,svgd-ts:likeli
                   "s2vgd-ts:likelihood.learn_noise=true,bbb-ts,badam-ts,kflow-ts,rdp-ts,greedy,"
                   "egreedy:agent.epsilon=0.01,egreedy:agent.epsilon=0.03,linfullpost,neurallinear,uniform")
 DEFAULT_OUT = ROOT / "runs" / "benchmarks"
+#: where ``--update-results`` copies the table, figure and archive (the bandit study page shows them)
+RESULTS = ROOT / "research" / "results"
 ARCHIVE_COLUMNS = ("delta", "agent", "seed", "round", "cumulative_regret", "reward", "optimal", "seconds")
 
 
@@ -139,7 +141,8 @@ def parser() -> Parser:
     p.add_argument("--rounds", type=int, help="override the protocol's number of rounds")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (one thread each)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="directory of the table, figure and curves archive")
-    p.add_argument("--update-docs", action="store_true", help="also write the table, figure and archive to docs/")
+    p.add_argument("--update-results", action="store_true",
+                   help="also write the table, figure and archive to research/results/")
     p.add_argument("--from", dest="source", metavar="ARCHIVE", help="re-make the table and figure from a .csv.gz "
                    "this script wrote (no runs; --env, --protocol and --seeds are read from it)")
     return p
@@ -282,10 +285,10 @@ def plot_curves(path: Path, header: dict[str, str], specs, deltas, results):
 
 
 def _command(argv: list[str]) -> str:
-    """The command that reproduces the numbers (``--out`` and ``--update-docs`` change no number)."""
+    """The command that reproduces the numbers (``--out`` and ``--update-results`` change no number)."""
     kept, skip = [], False
     for a in argv:
-        if skip or a == "--update-docs":
+        if skip or a == "--update-results":
             skip = False
             continue
         if a == "--out":
@@ -322,12 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         write_archive(archive, header, results)
     files = [table, figure, archive]
     written = files[:2] if args.source else files
-    if args.update_docs:
-        docs = [ROOT / "docs" / f"{stem.name}{suffix}" for suffix in (".md", ".png", ".csv.gz")]
-        for source, target in zip(files, docs):
+    if args.update_results:
+        kept = [RESULTS / f"{stem.name}{suffix}" for suffix in (".md", ".png", ".csv.gz")]
+        for source, target in zip(files, kept):
             if source.resolve() != target.resolve():
                 shutil.copyfile(source, target)
-        written += docs
+        written += kept
     print("wrote " + ", ".join(map(str, written)))
     print("\n".join(lines))
     return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Report the results of several ``steinrl sweep`` runs together (nothing is re-run).
 
-    python benchmarks/combine_sweeps.py --out docs/study_damped \\
+    python benchmarks/combine_sweeps.py --out /tmp/damped \\
         runs/sweeps/study_damped runs/sweeps/study_damped_more:variant=frozen
 
 Each source is a sweep's output directory (its ``results.csv``), optionally followed by
@@ -21,7 +21,7 @@ the form in which research/archives/ keeps the studies of research/results/, so 
 can be re-made, and combined, from the repository alone:
 
     python benchmarks/combine_sweeps.py runs/sweeps/study_exact_10seeds --archive --out research/archives/exact_10seeds
-    python benchmarks/combine_sweeps.py research/archives/exact_10seeds research/archives/damped_10seeds --out /tmp/both
+    python benchmarks/combine_sweeps.py research/archives/exact_10seeds research/archives/dp_10seeds --out /tmp/both
 
 ``--x KEY`` draws and summarises against a logged metric instead of the iteration, each
 trial's headline averaged in ``--bins`` equal bins of it (from 0 to what every trial of the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Re-make every figure in docs/ from the data archived beside it, with the one plotting code
-(:func:`steinrl.run.plotting.draw_panels`); nothing is trained.
+"""Re-make every figure in docs/ and research/ from the data archived beside it, with the one plotting
+code (:func:`steinrl.run.plotting.draw_panels`); nothing is trained.
 
     python benchmarks/docs_figures.py            # re-make them all, a line per figure
     python benchmarks/docs_figures.py --list     # each figure and its source, nothing drawn
@@ -10,7 +10,7 @@ Each figure's source (:data:`FIGURES`):
 - ``research/archives/<dir>/curves.png``: the sweep archive beside it, ``results.csv.gz``
   (``benchmarks/combine_sweeps.py --archive`` wrote it; its x is the iteration, or the column
   it kept, e.g. ``time/total_seconds`` for a ``--x`` archive, drawn as archived);
-- ``docs/bandits_<env>_<protocol>.png``: ``benchmarks/bandits.py``'s archive beside it,
+- ``research/results/bandits_<env>_<protocol>.png``: ``benchmarks/bandits.py``'s archive beside it,
   ``bandits_<env>_<protocol>.csv.gz``;
 - ``research/results/cartpole.png``, ``swingup.png``, ``double_pendulum.png`` and
   ``inverted_double_pendulum.png``: the seed-mean curves in ``research/archives/round1_learning/learning.json``
@@ -35,8 +35,10 @@ sys.path.insert(0, str(ROOT))
 from steinrl.run.plotting import Curve, Panel, draw_panels  # noqa: E402
 from steinrl.run.sweep_report import _read_trial_rows, plot_curves, read_results_csv  # noqa: E402
 
-DOCS = ROOT / "docs"
-LEARNING = ROOT / "benchmarks" / "results" / "learning.json"
+#: the folders whose figures this script accounts for
+FOLDERS = (ROOT / "docs", ROOT / "research")
+ARCHIVES, RESULTS = ROOT / "research" / "archives", ROOT / "research" / "results"
+LEARNING = ARCHIVES / "round1_learning" / "learning.json"
 #: Figures drawn from learning.json: figure -> (result set, task, key drawn).
 LEARNING_FIGURES = {
     "cartpole.png": ("paper", "Cartpole", "curve", "rollout/ep_rew_max_particle"),
@@ -50,8 +52,9 @@ NOT_ARCHIVED = {
                                   "(bandits_Mushroom_s2vgd.md) run again on 2026-11-27 gave other numbers (the code "
                                   "has changed: s2vgd-ts regret 1358 ± 202 against the table's 1445 ± 242), so the "
                                   "figure stays as its table's",
-    "study_swingup_3seeds.png": "the 3-seed study's sweep output was not archived (research/archives/ began later); only "
-                                "svgd-a2c's exact swing-up seeds 0-2 survive, in research/archives/exact_10seeds",
+    "study_swingup_3seeds.png": "the 3-seed study's sweep output was not archived (research/archives/ began "
+                                "later); only svgd-a2c's exact swing-up seeds 0-2 survive, in "
+                                "research/archives/exact_10seeds",
 }
 
 
@@ -88,15 +91,15 @@ def learning_figure(figure: Path, source: Path = LEARNING) -> object:
 
 
 def figures() -> dict[Path, tuple[str, object]]:
-    """Every figure in docs/ -> (its source, a function that re-makes it, or None)."""
+    """Every figure in docs/ and research/ -> (its source, a function that re-makes it, or None)."""
     found: dict[Path, tuple[str, object]] = {}
-    for png in sorted(DOCS.rglob("*.png")):
+    for png in sorted(p for folder in FOLDERS for p in folder.rglob("*.png")):
         name = png.name
-        if png.parent.parent == DOCS / "study" and name == "curves.png" and (png.parent / "results.csv.gz").is_file():
+        if png.parent.parent == ARCHIVES and name == "curves.png" and (png.parent / "results.csv.gz").is_file():
             found[png] = (str((png.parent / "results.csv.gz").relative_to(ROOT)), lambda p=png: study_figure(p.parent))
         elif name.startswith("bandits_") and png.with_suffix(".csv.gz").is_file():
             found[png] = (str(png.with_suffix(".csv.gz").relative_to(ROOT)), lambda p=png: bandit_figure(p))
-        elif png.parent == DOCS and name in LEARNING_FIGURES:
+        elif png.parent == RESULTS and name in LEARNING_FIGURES:
             found[png] = (f"{LEARNING.relative_to(ROOT)} ({'/'.join(LEARNING_FIGURES[name][:3])})",
                           lambda p=png: learning_figure(p))
         else:

@@ -7,12 +7,14 @@
         --set "policy.hidden=[100,50,25]"
 
 The flags become a sweep spec (``<out>/learning.yaml``) that runs on Ray Tune like any
-``steinrl sweep configs/sweeps/<study>.yaml`` (see docs/sweeps.md; ``pip install
-"steinrl[sweep]"``): ``--jobs`` trials at a time, one CPU each, checkpointed, and the same
-command started again continues an interrupted benchmark. Its outputs go to
-``benchmarks/results/sweeps/<tag>/``: ``results.csv``, ``summary.md`` (per task and
-algorithm: seeds, seed mean and 95 % CI of the peak and final ``rollout/ep_rew_max_particle``,
-the iteration reaching 95 % of the rise to the peak, seconds per trial) and ``curves.png``.
+``steinrl sweep SPEC.yaml`` (see docs/sweeps.md; ``pip install "steinrl[sweep]"``): ``--jobs``
+trials at a time, one CPU each, checkpointed, and the same command started again continues an
+interrupted benchmark. Its outputs go to ``runs/benchmarks/learning/<tag>/`` (``--results``):
+``results.csv``, ``summary.md`` (per task and algorithm: seeds, seed mean and 95 % CI of the
+peak and final ``rollout/ep_rew_max_particle``, the iteration reaching 95 % of the rise to the
+peak, seconds per trial) and ``curves.png``. A result set worth keeping goes to the studies'
+archives in their compact form: ``python benchmarks/combine_sweeps.py runs/benchmarks/learning/<tag>
+--archive --out research/archives/<name>``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], help="config override for every run (key=value)")
     p.add_argument("--tag", default="paper", help="name of this result set (its output directory)")
     p.add_argument("--jobs", type=int, default=2, help="trials at a time")
-    p.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "sweeps"), help="where result sets go")
+    p.add_argument("--results", default=str(ROOT / "runs" / "benchmarks" / "learning"), help="where result sets go")
     args = p.parse_args(argv)
     out = Path(args.results) / args.tag
     spec = {"algos": args.algo or DEFAULT_ALGOS, "envs": args.env or DEFAULT_ENVS, "seeds": args.seeds,

@@ -32,7 +32,7 @@ Prints one line per finished split, then one summary line per method (the last l
 and writes / refreshes the section ``## UCI regression: <set>`` of ``<--out>/uci_<set>.md``
 (default runs/benchmarks/; rows keyed by method, its update options and prior, so a rerun
 replaces its own rows and keeps the others: ``svgd`` and ``svgd update.kernel.space=functions``
-are two rows). ``--update-docs`` refreshes the same section of research/results/uci.md.
+are two rows). ``--update-results`` refreshes the same section of research/results/uci.md.
 
 Every argument and every file of ``--data`` is checked before the first fit: a missing,
 wrong-kind, unreadable or empty file, a value that is not a finite number (named by file,
@@ -241,7 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "states: 32}' or 'repulsion={name: share, target: 0.2}' (repeatable; the other methods "
                              "ignore it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")
-    parser.add_argument("--update-docs", action="store_true",
+    parser.add_argument("--update-results", action="store_true",
                         help="also refresh the set's section of research/results/uci.md")
     args = parser.parse_args(argv)
     for flag, value in (("--splits", args.splits), ("--epochs", args.epochs), ("--jobs", args.jobs),
@@ -278,10 +278,10 @@ def run_all(args, options: dict, tasks: list[tuple[str, int]], name: str) -> dic
 
 
 def _command(argv: list[str]) -> str:
-    """The command that reproduces the numbers (``--out`` and ``--update-docs`` change no number)."""
+    """The command that reproduces the numbers (``--out`` and ``--update-results`` change no number)."""
     kept, skip = [], False
     for a in argv:
-        if skip or a == "--update-docs" or a.startswith("--out="):
+        if skip or a == "--update-results" or a.startswith("--out="):
             skip = False
             continue
         skip = a == "--out"
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             f"the test split after the last epoch. Seconds per split: wall time of one fit + evaluation in a "
             f"one-thread worker.")
     targets = [output_dir(args.out, "--out", create=True) / f"uci_{name}.md"]
-    targets += [ROOT / "docs" / "results" / "uci.md"] if args.update_docs else []
+    targets += [ROOT / "research" / "results" / "uci.md"] if args.update_results else []
     for path in targets:
         write_section(path, name, rows, note)
     print(f"wrote {', '.join(map(str, targets))}")

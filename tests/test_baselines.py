@@ -260,7 +260,7 @@ def test_task_file_gives_every_particle_the_zoo_entry(task):
         assert ours.iterations == -(-zoo.timesteps // rollout)
         assert (ours.policy.init == "orthogonal") == zoo.ortho_init
     else:  # the equal wall-clock study's setting: its M, temperature, init, anneal and env steps in all
-        spec = yaml.safe_load((ROOT / "configs" / "sweeps" / study).read_text())
+        spec = yaml.safe_load((ROOT / "research" / "sweeps" / study).read_text())
         cfg, total = spec["config"], spec["config"]["total_steps"]
         assert (ours.particles, ours.temperature, ours.policy.init, ours.critic.init, ours.estimator.anneal_lr) == \
             (cfg["particles"], cfg["temperature"], cfg["policy.init"], cfg["critic.init"], cfg["estimator.anneal_lr"])

@@ -73,11 +73,11 @@ def test_a_prefix_of_a_flag_is_an_error_not_the_flag(tmp_path, capsys):
 
 
 def test_every_argparse_parser_in_the_repository_refuses_abbreviations():
-    """Each ``ArgumentParser(...)`` call in steinrl/, benchmarks/ and the scripts passes
+    """Each ``ArgumentParser(...)`` call in steinrl/, benchmarks/, research/scripts/ and the scripts passes
     ``allow_abbrev=False`` (steinrl's ``Parser`` does so itself)."""
     missing = []
-    for path in [*ROOT.glob("steinrl/**/*.py"), *ROOT.glob("benchmarks/*.py"), ROOT / "train.py",
-                 ROOT / "evaluate.py"]:
+    for path in [*ROOT.glob("steinrl/**/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("research/scripts/*.py"),
+                 ROOT / "train.py", ROOT / "evaluate.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == \
                     "ArgumentParser" and not any(k.arg == "allow_abbrev" for k in node.keywords):

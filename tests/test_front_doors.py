@@ -214,8 +214,8 @@ def test_uci_data_directory_of_the_wrong_kind(uci, tmp_path, capsys, make, words
     assert not (tmp_path / "out").exists()
 
 
-def test_uci_writes_to_out_and_leaves_docs_alone(tmp_path):
-    results = ROOT / "docs" / "results" / "uci.md"
+def test_uci_writes_to_out_and_leaves_the_results_page_alone(tmp_path):
+    results = ROOT / "research" / "results" / "uci.md"
     before = results.read_text()
     root = uci_set(tmp_path / "tiny", "".join(f"{i} {i % 3} {2 * i}\n" for i in range(20)))
     out = tmp_path / "out"

@@ -262,7 +262,7 @@ def test_bandit_and_docs_figures_read_at_page_width(tmp_path):
 
 
 def test_every_docs_figure_has_its_source_or_a_reason():
-    """benchmarks/docs_figures.py re-makes every figure in docs/ from archived data; one whose data
+    """benchmarks/docs_figures.py re-makes every figure in docs/ and research/ from archived data; one whose data
     is not in the repository is named with the reason, never left unaccounted for."""
     figures = load_script("docs_figures")
     found = figures.figures()

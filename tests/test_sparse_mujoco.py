@@ -127,7 +127,7 @@ def test_the_variants_benchmark_refuses_bad_constants_in_one_line(args):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "sparse_halfcheetah_variants.py"
+    script = Path(__file__).resolve().parent.parent / "research" / "scripts" / "sparse_halfcheetah_variants.py"
     proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: " + args[0])

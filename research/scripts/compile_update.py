@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (research/scripts/../..)
 
 from steinrl.rl.minibatches import minibatches  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402

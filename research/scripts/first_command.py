@@ -1,6 +1,6 @@
 """The README's first command over several seeds: what a new user should expect it to print.
 
-    python research/scripts/first_command.py                       # s2vgd-a2c on CartpoleSwingUp, seeds 0-9, 2 at a time
+    python research/scripts/first_command.py              # s2vgd-a2c on CartpoleSwingUp, seeds 0-9, 2 at a time
     python research/scripts/first_command.py --algo svgd-a2c --seeds 0,1,2 --jobs 1
 
 Runs ``python train.py --algo ALGO --env ENV --seed S --no-progress`` once per seed (``--jobs``
@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository (research/scripts/../..)
 sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402

@@ -64,7 +64,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (research/scripts/../..)
 
 from steinrl.envs.cartpole import DT, SWINGUP_RESET_HIGH, SWINGUP_RESET_LOW, CartPolePhysics  # noqa: E402
 from steinrl.envs.cartpole_rllab import RLLAB_JOINT_DAMPING  # noqa: E402
@@ -74,7 +74,7 @@ try:
 except ImportError as exc:
     sys.exit(f"error: {exc}")
 
-from rllab_box2d_double_pendulum import print_double_pendulum  # noqa: E402  (benchmarks/, beside this file)
+from rllab_box2d_double_pendulum import print_double_pendulum  # noqa: E402  (research/scripts/, beside this file)
 
 VARIANT_IDS = {"quirk": "steinrl-ref/RllabBox2DSwingUpQuirk-v0", "box2d": "steinrl-ref/RllabBox2DSwingUp-v0",
                "ours": "CartpoleSwingUp", "damped": "CartpoleSwingUpRllab"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (research/scripts/../..)
 
 from steinrl.envs.double_pendulum import DT as DP_DT  # noqa: E402
 from steinrl.envs.double_pendulum import FRAME_SKIP as DP_FRAME_SKIP  # noqa: E402

@@ -1,19 +1,15 @@
-"""The SVPG agent: a container of policy particles, prior, particle optimizer, critic and estimator.
+"""The SVPG agent: the container an estimator's update reads.
 
-One iteration, :meth:`SVPGAgent.collect` then :meth:`SVPGAgent.update`:
+:class:`SVPGAgent` holds M policy particles and their prior, the particle optimizer that moves
+them (:class:`~steinrl.core.particle_optimizer.ParticleOptimizer`: g_i = clip(∇J_i)/α + w ∇log p(θ_i),
+the Stein or independent direction, the optimizer), the critic, the iteration's random numbers
+(:class:`~steinrl.rl.draws.Draws`, the job's), the finiteness flags of the iteration, the
+observation statistics and the saved state of every part. It rolls the particles out
+(:meth:`SVPGAgent.collect`); the estimator's own ``learn`` (:mod:`steinrl.rl.estimators`) reads it
+and moves the particles by the one particle step, ``agent.optimizer.step``.
 
-1. materialise every particle's dense weights once, then step all ``M * E`` envs with
-   one ensemble forward per step (noise pre-drawn for the whole batch);
-2. the estimator's own update (:mod:`steinrl.rl.estimators`): advantages, then one particle
-   step on the batch (REINFORCE, A2C) or epochs of minibatch steps (PPO), each through
-   :meth:`SVPGAgent.step`, the agent's :class:`~steinrl.core.particle_optimizer.ParticleOptimizer`
-   (g_i = clip(∇J_i)/α + w ∇log p(θ_i), the Stein or independent direction, the optimizer),
-   with a joint critic's value loss alongside; a critic with a fit of its own regresses on the
-   same samples (:meth:`SVPGAgent.critic_fit`).
-
-The agent holds what the estimators share: seed batches (G seeds as one batch of G·M
-particles, every random stream per seed: :meth:`SVPGAgent.generators`), the finiteness flags of
-the iteration, the observation statistics, and the saved state of every part.
+Seeds can be trained as one batch (G seeds as G·M particles): every random stream is per seed
+(:meth:`~steinrl.rl.draws.Draws.generators`), and the kernel couples particles within their seed.
 """
 
 from __future__ import annotations
@@ -31,19 +27,12 @@ from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import ParticleOptimizer, halved_lr, make_particle_optimizer, set_lr
 from steinrl.core.priors import make_prior
 from steinrl.errors import NonFiniteError
-from steinrl.rl.critics import CRITICS, Critic, CriticFit, LinearBaseline
-from steinrl.rl.diagnostics import UpdateStats
+from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.draws import Draws
-from steinrl.rl.estimators import ESTIMATORS, Advantages
 from steinrl.rl.policy import EnsemblePolicy
-from steinrl.rl.rollout import Batch, Sampler, Samples, compact
+from steinrl.rl.rollout import Batch, Sampler
 
-__all__ = ["SVPGAgent", "iteration_seed", "build_policy"]
-
-
-def iteration_seed(seed: int, iteration: int) -> int:
-    """A 31-bit seed for iteration ``iteration`` of a run seeded ``seed`` (independent streams)."""
-    return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0] & 0x7FFFFFFF)
+__all__ = ["SVPGAgent", "build_policy"]
 
 
 def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space,

@@ -25,11 +25,12 @@ from steinrl.core.ensemble import INITS, EnsembleMLP
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import adam, gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
+from steinrl.rl.draws import Draws
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch, Samples
 from steinrl.rl.value_regression import ValueRegression
 
-__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit"]
+__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit", "fit_beside"]
 
 
 
@@ -40,42 +41,42 @@ def _overlap_pool() -> ThreadPoolExecutor:
 
 
 class CriticFit:
-    """A critic's regression on an update's samples while the ``with`` block moves the policy.
+    """A critic's own regression on an update's samples, beside the policy's particle steps
+    (:func:`fit_beside`): with ``critic.overlap`` it runs on a second thread from the start,
+    else in :meth:`result`, after the steps. Either way it touches only the critic's own
+    parameters and optimizer (the same numbers).
 
-    Entering prepares the fit (:meth:`Critic.prepare_fit`: it reads the observation normaliser
-    the block may bypass) and, with ``critic.overlap``, starts it on a second thread; leaving
-    waits for it or runs it, then sets :attr:`value_loss` ``(M,)``. The critic is never left
-    mid-fit, also when the block raises (a checkpoint after an interrupt reads it).
-
-    :param critic: the critic, or None (no fit of its own: :attr:`value_loss` stays None).
-    :param samples: the update's compacted samples.
-    :param columns: the fit's random regression columns (:meth:`Critic.draw_columns`), or None.
+    :param critic: the critic (not joint).
+    :param call: the prepared fit (:meth:`Critic.prepare_fit`), returning the value loss ``(M,)``.
     :param finite: flags the value loss's finiteness per particle (optional).
     """
 
-    def __init__(self, critic: Critic | None, samples: Samples, columns: Tensor | None = None,
-                 finite: FiniteFlags | None = None) -> None:
-        self.critic, self.samples, self.columns, self.finite = critic, samples, columns, finite
-        self.value_loss: Tensor | None = None
-        self._call: Callable[[], Tensor] | None = None
-        self._future: Future | None = None
+    def __init__(self, critic: Critic, call: Callable[[], Tensor], finite: FiniteFlags | None = None) -> None:
+        self.critic, self.call, self.finite = critic, call, finite
+        self.future: Future | None = _overlap_pool().submit(call) if critic.overlap else None
+        critic.pending = self.future
 
-    def __enter__(self) -> CriticFit:
-        if self.critic is not None:
-            self._call = self.critic.prepare_fit(self.samples, self.columns)
-            if getattr(self.critic, "overlap", False):
-                self._future = _overlap_pool().submit(self._call)
-        return self
+    def result(self) -> Tensor:
+        """The fit done (waited for, or run now): each particle's value loss ``(M,)``."""
+        value_loss = self.call() if self.future is None else self.future.result()
+        self.critic.pending = None
+        if self.finite is not None:
+            self.finite.add("value loss", value_loss)
+        return value_loss
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self._future is not None:
-            wait([self._future])
-            if exc_type is None:
-                self.value_loss = self._future.result()
-        elif self._call is not None and exc_type is None:
-            self.value_loss = self._call()
-        if self.value_loss is not None and self.finite is not None:
-            self.finite.add("value loss", self.value_loss)
+
+def fit_beside(critic: Critic, samples: Samples, draws: Draws, finite: FiniteFlags | None = None) -> CriticFit:
+    """The critic's own regression on ``samples``, started beside the policy's steps (:class:`CriticFit`).
+
+    What reads state the steps share (the observation normaliser, which they may bypass) is done
+    now (:meth:`Critic.prepare_fit`); the fit's random regression columns, where the critic
+    samples them, come through ``draws`` (``"critic_columns"``, each seed's ``critic`` stream)."""
+    n = samples.mask.shape[1]
+    columns = None
+    if critic.samples_columns(n):
+        columns = draws("critic_columns", lambda iteration: critic.draw_columns(n, draws.generators("critic", iteration)))
+    critic.settle()
+    return CriticFit(critic, critic.prepare_fit(samples, columns), finite)
 
 
 class Critic(nn.Module):
@@ -87,6 +88,16 @@ class Critic(nn.Module):
 
     options: tuple[Option, ...] = ()
     fit_target = "lambda_returns"
+    joint = False  #: fitted in the policy's particle steps (its value loss alongside J), not by a fit of its own
+    overlap = False  #: its own fit runs on a second thread beside the policy's steps (:func:`fit_beside`)
+    pending: Future | None = None  #: a fit still running on that thread
+
+    def settle(self) -> None:
+        """Wait for a fit still running beside the policy (a step that raised leaves one behind):
+        a checkpoint, or the next fit, never reads the critic mid-fit."""
+        if self.pending is not None:
+            wait([self.pending])
+            self.pending = None
 
     def values(self, batch: Batch) -> Tensor:
         """V of every observation of ``batch``, ``(T + 1, M, E)`` float64 (on the critic's device)."""

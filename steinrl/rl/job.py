@@ -122,7 +122,8 @@ class PolicyGradientJob:
                "decide.", check=at_least_one),
         Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
                "(summed over resumes) past this many seconds; null: no limit.", check=positive),
-        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there (research/results/temperature.md).
+        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there
+        # (research/results/temperature.md).
         Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
                check=positive),
     )

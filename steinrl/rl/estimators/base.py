@@ -1,11 +1,14 @@
-"""The estimator interface, its registry, and the one-step update REINFORCE and A2C share.
+"""The estimator interface, its registry, and what every estimator's update logs.
 
 An estimator is a small algorithm class (SB3's shape, with the particle axis): typed settings
 (a dataclass whose fields are the ``estimator`` config section), the advantages of a rollout
-(:meth:`Estimator.advantages`) and its own :meth:`Estimator.update`, which moves the particles
-through the agent's particle optimizer (:meth:`~steinrl.rl.agent.SVPGAgent.step`: α, the prior,
-clipping, the Stein direction and the optimizer in one place). Adding one is a module here with
-a class registered in :data:`ESTIMATORS` (see ``ppo.py``) plus its import in ``__init__.py``.
+(:meth:`Estimator.advantages`) and its own :meth:`Estimator.learn`, one page in its own module:
+the samples it trains on, the log-probabilities, the losses (a critic's value loss included) and
+the particle step, ``agent.optimizer.step`` (α, the prior, clipping, the Stein direction and the
+optimizer in one place). It reads the agent (:class:`~steinrl.rl.agent.SVPGAgent`: policy, critic,
+particle optimizer, finiteness flags) and draws every random number through the iteration's
+:class:`~steinrl.rl.draws.Draws`. Adding one is a module here with a class registered in
+:data:`ESTIMATORS` (see ``ppo.py``) plus its import in ``__init__.py``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from steinrl.registry import Option, Registry, setting, settings_options, unit_i
 from steinrl.rl.diagnostics import UpdateStats
 
 if TYPE_CHECKING:
+    from steinrl.core.particle_optimizer import StepResult
     from steinrl.rl.agent import SVPGAgent
     from steinrl.rl.critics import Critic
+    from steinrl.rl.draws import Draws
     from steinrl.rl.rollout import Batch
 
-__all__ = ["Advantages", "Estimator", "ESTIMATORS", "EstimatorSettings", "masked_mean", "summarize"]
+__all__ = ["Advantages", "Estimator", "ESTIMATORS", "EstimatorSettings", "logged", "masked_mean", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +54,21 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return (x * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
 
-def summarize(steps: list[dict[str, Tensor]], advantages: Advantages, value_loss: Tensor | None) -> UpdateStats:
-    """An update's statistics from its logged steps (each a dict of ``(M,)`` tensors, and the
-    particle optimizer's ``direction`` and ``log_prior``): the means over the steps, the last
-    step's direction info and log prior, and the critic's value loss ``(M,)`` (a fit of its
-    own; else the joint steps' mean)."""
+def logged(result: StepResult, value_loss: Tensor | None = None, **values: Tensor) -> dict[str, Any]:
+    """What one particle step logs: its ``direction`` and ``log_prior``, a joint critic's
+    ``value_loss``, the ``grad_norm`` (with clipping), then the estimator's ``values`` (each ``(M,)``)."""
+    step: dict[str, Any] = {"direction": result.direction, "log_prior": result.log_prior}
+    if value_loss is not None:
+        step["value_loss"] = value_loss.detach()
+    if result.grad_norm is not None:
+        step["grad_norm"] = result.grad_norm
+    return {**step, **values}
+
+
+def summarize(steps: list[dict[str, Any]], advantages: Advantages, value_loss: Tensor | None) -> UpdateStats:
+    """An update's statistics from its logged steps (:func:`logged`): the means over the steps,
+    the last step's direction info and log prior, and the critic's value loss ``(M,)`` (a fit of
+    its own; else the joint steps' mean)."""
     mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("direction", "log_prior")}
     joint_loss = mean.pop("value_loss", None)
     return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"], entropy=mean.pop("entropy"),
@@ -62,7 +77,7 @@ def summarize(steps: list[dict[str, Tensor]], advantages: Advantages, value_loss
 
 
 class Estimator:
-    """Base class: per-particle advantages and the update, one particle step on the whole batch.
+    """Base class: per-particle advantages and the update (:meth:`learn`).
 
     :param settings: the ``estimator`` section as the subclass's :attr:`Settings` (default: its defaults).
     :param groups: seeds trained as one batch (G groups of M particles).
@@ -98,27 +113,19 @@ class Estimator:
 
     def lr_fraction(self, progress: float) -> float:
         """The share of the configured step sizes to use once ``progress`` (the fraction of the run
-        done before this update) is done; the agent applies it before :meth:`update`. 1: constant."""
+        done before this update) is done; the job sets the step sizes before :meth:`learn`. 1: constant."""
         return 1.0
 
-    def update(self, agent: SVPGAgent, batch: Batch, iteration: int) -> UpdateStats:
-        """One particle step on the whole batch (REINFORCE, A2C).
+    def learn(self, agent: SVPGAgent, batch: Batch, draws: Draws) -> UpdateStats:
+        """Move ``agent``'s particles on ``batch`` (its step sizes set before); every random number
+        through ``draws``. Nothing in it reads a value back to the host (but PPO's ``target_kl``):
+        on a device a CUDA graph replays it."""
+        raise NotImplementedError
 
-        The advantages ``(T, M, E)`` -> every particle's valid samples, compacted to ``(M, n, ...)``
-        -> J(θ_i) = the per-step mean over its samples of log π_θi(a|s) · Â -> the agent's particle
-        step. A critic with a fit of its own regresses its targets on the same samples, beside the
-        step (``critic.overlap``) or after it. Every random number comes through ``agent.draws``,
-        and nothing here reads a value back to the host: on a device the update can be replayed
-        as a CUDA graph.
-        """
-        advantages = self.advantages(batch, agent.critic)
-        data, samples = agent.samples(batch, advantages, iteration)
-        with agent.critic_fit(data, iteration) as fit, agent.policy.obs_norm.bypassed():
-            log_prob, entropy = agent.log_prob(samples)
-            surrogate = masked_mean(log_prob * samples["advantages"], samples["mask"])  # (M,)
-            step = agent.step(surrogate, samples)
-        return summarize([{**step, "surrogate": surrogate.detach(), "entropy": entropy.detach()}], advantages,
-                         fit.value_loss)
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        """The estimator's own tensors that an update reads from the last one (a replayed CUDA graph
+        keeps their storage), by name; none by default."""
+        return {}
 
     def state_dict(self, group: int = 0, groups: int = 1) -> dict[str, Any]:
         """Seed ``group``'s estimator state (e.g. running statistics) for checkpoints; none by default."""

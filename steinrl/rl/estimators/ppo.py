@@ -18,6 +18,7 @@ bootstraps (GAE).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,15 +26,18 @@ from torch import Tensor
 
 from steinrl.errors import ConfigError
 from steinrl.registry import at_least_one, non_negative, positive, setting
+from steinrl.rl.critics import fit_beside
 from steinrl.rl.diagnostics import UpdateStats
+from steinrl.rl.embedding import shared_states
 from steinrl.rl.estimators.a2c import A2C, A2CSettings
-from steinrl.rl.estimators.base import ESTIMATORS, masked_mean, summarize
-from steinrl.rl.minibatches import minibatches
+from steinrl.rl.estimators.base import ESTIMATORS, logged, masked_mean, summarize
+from steinrl.rl.minibatches import minibatch_keys, minibatches
 from steinrl.rl.normalization import RewardScaler
+from steinrl.rl.rollout import Batch, compact
 
 if TYPE_CHECKING:
     from steinrl.rl.agent import SVPGAgent
-    from steinrl.rl.rollout import Batch
+    from steinrl.rl.draws import Draws
 
 __all__ = ["PPO", "PPOSettings", "standardize_minibatch"]
 
@@ -101,7 +105,7 @@ class PPO(A2C):
         the run (CleanRL; ``progress`` is the fraction of the run done before the update)."""
         return max(0.0, 1.0 - progress) if self.settings.anneal_lr else 1.0
 
-    def update(self, agent: SVPGAgent, batch: Batch, iteration: int) -> UpdateStats:
+    def learn(self, agent: SVPGAgent, batch: Batch, draws: Draws) -> UpdateStats:
         """``epochs`` passes of ``minibatches`` particle steps on one batch (the step sizes, annealed
         by :meth:`lr_fraction`, are set before).
 
@@ -110,42 +114,64 @@ class PPO(A2C):
         particles) passes 1.5 ``target_kl`` (the first minibatch, at the sampling policy, always
         steps; one host sync per step).
         """
-        s = self.settings
+        s, policy, critic, finite = self.settings, agent.policy, agent.critic, agent.finite
         # 1. Rewards scaled by the running std of the return (per seed).
         if s.scale_rewards:
             if self.reward_scaler is None:
                 self.reward_scaler = RewardScaler(self.groups, s.discount, s.reward_clip, device=self.device)
             batch = self.reward_scaler.scale_batch(batch)
-        # 2. GAE advantages; every particle's valid samples compacted to (M, n, ...) with the
-        #    sampling policy's log-probs (r_t's denominator).
-        normalize_batch = s.normalize_advantages and not s.normalize_per_minibatch
-        advantages = self.advantages(batch, agent.critic, normalize=normalize_batch)
-        data, samples = agent.samples(batch, advantages, iteration, old_log_prob=True)
-        n = samples["mask"].shape[1]
-        keys = agent.shuffle_keys(s.epochs, n) if s.minibatches > 1 else None  # each seed shuffles its own samples
-        # a categorical entropy over the real samples only where the recipe's options are on (the
-        # default logs the pre-minibatch number: the mean over all compacted columns, padding included)
+        # 2. The samples: GAE advantages, then every particle's valid steps compacted to (M, n, ...) with the
+        #    sampling policy's log-probs (r_t's denominator), the observations normalised once (the steps
+        #    bypass the normaliser); a joint critic's targets and (value clipping) its values at the rollout.
+        advantages = self.advantages(batch, critic, normalize=s.normalize_advantages and not s.normalize_per_minibatch)
+        samples = compact(batch, advantages.advantages, advantages.value_targets, agent.device, trim=agent.trim)
+        with torch.no_grad():
+            inputs = {"obs": policy.obs_norm(samples.obs), "actions": samples.actions, "mask": samples.mask,
+                      "advantages": samples.advantages, "old_log_prob": policy.log_prob(samples.obs, samples.actions)[0]}
+            if critic.joint:
+                inputs["targets"] = samples.targets.to(torch.float32)
+                if critic.clip_range_vf is not None:
+                    inputs["old_values"] = critic(samples.obs)
+        if agent.embedding_states:  # the kernel's embedding: each particle's actions on B shared states
+            agent.shared_states = shared_states(inputs["obs"], samples.mask, agent.embedding_states, draws)
+        embed = partial(policy.embedding, agent.shared_states) if agent.embedding_states else None
+        keys = minibatch_keys(samples.mask, s.epochs, draws) if s.minibatches > 1 else None  # each seed's own shuffle
+        # 3. A critic with a fit of its own regresses on the same samples beside the steps: on a second
+        #    thread (critic.overlap), else after them (fit.result()).
+        fit = None if critic.joint else fit_beside(critic, samples, draws, finite)
+        # 4. Epochs of minibatch steps. (A categorical entropy over the real samples only where the recipe's
+        #    options are on: the default logs the mean over all compacted columns, padding included.)
         entropy_mask = s.ent_coef > 0 or s.minibatches > 1
         steps: list[dict[str, Any]] = []
         epochs_run, stop = 0, False
-        # 3. Epochs of minibatch steps; a critic with a fit of its own regresses beside them or after.
-        with agent.critic_fit(data, iteration) as fit, agent.policy.obs_norm.bypassed():
+        with policy.obs_norm.bypassed():
             for epoch in range(s.epochs):
-                logged = epoch == s.epochs - 1 or s.target_kl is not None  # the pass(es) whose means are logged
+                logs = epoch == s.epochs - 1 or s.target_kl is not None  # the pass(es) whose means are logged
                 epoch_steps = []
-                for part in minibatches(samples, s.minibatches, None if keys is None else keys[epoch]):
-                    log_prob, entropy = agent.log_prob(part, entropy_mask)
-                    adv, old, mask = part["advantages"], part["old_log_prob"], part["mask"]
-                    diagnostics = self.diagnostics(log_prob.detach(), old, mask) if logged else {}
+                for part in minibatches(inputs, s.minibatches, None if keys is None else keys[epoch]):
+                    obs, mask, old = part["obs"], part["mask"], part["old_log_prob"]
+                    # the log-probabilities log π_θi(a|s) (M, b), and SB3's diagnostics of the ratio
+                    log_prob, entropy = policy.log_prob(obs, part["actions"], mask=mask if entropy_mask else None)
+                    finite.add("log-probability", log_prob)
+                    diagnostics = self.diagnostics(log_prob.detach(), old, mask) if logs else {}
                     if s.target_kl is not None and (steps or epoch_steps) and \
                             float(diagnostics["approx_kl"].mean()) > 1.5 * s.target_kl:
                         stop = True  # SB3: this minibatch takes no step, and no later one either
                         break
-                    surrogate = self.surrogate(log_prob, old, adv, mask)  # (M,)
+                    # the losses: J(θ_i) (M,), the clipped surrogate plus the entropy bonus; a joint critic's
+                    # value loss (M,), whose gradient the step weights by vf_coef and clips with J's
+                    surrogate = self.surrogate(log_prob, old, part["advantages"], mask)
                     objective = surrogate + s.ent_coef * entropy if s.ent_coef else surrogate
-                    step = agent.step(objective, part, logged)  # α, prior, clipping, Stein direction, optimizer
-                    epoch_steps.append({**step, "surrogate": surrogate.detach(), "entropy": entropy.detach(),
-                                        **diagnostics})
+                    value_loss, aux = None, {}
+                    if critic.joint:
+                        value_loss = critic.value_loss(obs, part["targets"], mask, part.get("old_values"))
+                        finite.add("value loss", value_loss)
+                        aux = {"aux_loss": critic.vf_coef * value_loss.sum(),
+                               "aux_params": list(critic.net.parameters()), "aux_optimizer": critic.optimizer}
+                    # the particle step: α, prior, clipping, the Stein direction, the optimizer (and the critic's)
+                    result = agent.optimizer.step(objective, embed=embed, logged=logs, **aux)
+                    epoch_steps.append(logged(result, value_loss, surrogate=surrogate.detach(),
+                                              entropy=entropy.detach(), **diagnostics))
                 steps = epoch_steps or steps  # the last pass that stepped
                 epochs_run += bool(epoch_steps)
                 if stop:
@@ -153,7 +179,7 @@ class PPO(A2C):
         if s.target_kl is not None:  # how many epochs stepped, logged as train/ppo_epochs
             for step in steps:
                 step["ppo_epochs"] = torch.full_like(step["surrogate"], float(epochs_run))
-        return summarize(steps, advantages, fit.value_loss)
+        return summarize(steps, advantages, None if fit is None else fit.result())
 
     def surrogate(self, log_prob: Tensor, old_log_prob: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
         """The clipped surrogate per particle ``(M,)`` from log-probs ``(M, b)`` under the current
@@ -175,6 +201,13 @@ class PPO(A2C):
                 "approx_kl": masked_mean(torch.expm1(log_ratio) - log_ratio, mask)}
 
     # --- state: the reward scaler's statistics ------------------------------------------------
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        scaler = self.reward_scaler
+        if scaler is None:
+            return {}
+        return {f"reward_scaler.{k}": getattr(scaler, k) for k in ("mean", "var", "count", "returns")
+                if getattr(scaler, k) is not None}
+
     def state_dict(self, group: int = 0, groups: int = 1) -> dict[str, Any]:
         return {} if self.reward_scaler is None else {"reward_scaler": self.reward_scaler.state_dict(group, groups)}
 
