@@ -28,7 +28,8 @@ Set keys in YAML (nested, or dotted like `update.lr: 1e-3`) or on the command li
 `policy.hidden`, the critic's sections coming last). Resolution order, later wins: declared
 defaults (and the method's own, e.g. `vmg` sets `layer.K: 0`; the RL algorithms of `s2vgd` set `layer.scales: false`, a
 measured choice that `--preset paper` turns back to the S²VGD paper's `true`, see
-[results/swingup_10seeds.md](results/swingup_10seeds.md#defaults-that-followed)), `configs/<env>.yaml`
+[research/results/swingup_10seeds.md](../research/results/swingup_10seeds.md#defaults-that-followed)),
+`configs/<env>.yaml`
 (the swing-up tasks' set `temperature: 15`, also measured; `--preset paper` sets the papers' 10),
 `--preset`, `--config` files, flags and `--set`. Every value is checked against its declared type and range.
 """
