@@ -2,7 +2,7 @@
 """Diagnoses of the graphed iteration on a GPU: is the device itself run-to-run deterministic,
 where graphed and eager numbers part, and why a capture fails.
 
-    python research/scripts/gpu_debug.py --device cuda [--deterministic] [--mode global|thread_local|relaxed]
+    python benchmarks/gpu_debug.py --device cuda [--deterministic] [--mode global|thread_local|relaxed]
         [--algo svgd-a2c] [--set key=value ...] [--quick]
 
 On the fast swing-up (``--algo``, default ``svgd-a2c``; CartpoleSwingUp, ``--preset fast``, ``--set``

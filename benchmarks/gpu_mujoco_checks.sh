@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MuJoCo Warp checks and figures on a GPU, in one go (docs/gpu.md#mujoco-on-the-gpu):
+# The MuJoCo Warp checks and figures on a GPU, in one go (docs/gpu.md#mujoco-on-the-gpu-mujoco-warp):
 #   bash benchmarks/gpu_mujoco_checks.sh [OUTDIR]
 # Environment: TASKS (comma-separated ids; default all seven), WORLDS (default 1024,4096,16384),
 # TRAIN_TASKS (default Hopper-v5,HalfCheetah-v5), TRAIN_SECONDS (default 300 each, compile included),

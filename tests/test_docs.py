@@ -1,6 +1,7 @@
-"""The README's and docs/' relative links point at files the repository has, and their
-``#anchor`` parts at headings those files have; so do the ``docs/...md`` references in the
-code's docstrings, comments and configs.
+"""Every relative link of the README, docs/ and research/ points at a file the repository has, and
+its ``#anchor`` part at a heading that file has; so do the ``docs/<path>.md`` and ``research/<path>.md``
+references in the code's docstrings, comments and configs, and every repository path of research/,
+benchmarks/ or configs/ that a page, a comment or a docstring names.
 
 CI runs on a fresh clone, so a figure that ``.gitignore`` keeps out of git (as the study's
 ``curves.png`` once were) is a missing file here. Anchors are GitHub's: the heading's text
@@ -14,13 +15,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "research").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
-#: ``docs/<path>.md`` or ``docs/<path>.md#anchor`` in code, configs and setup files
-CODE_REFERENCE = re.compile(r"\bdocs/\w[\w./-]*\.md(?:#[^\s)`'\",;]+)?")
+#: ``docs/<path>.md`` or ``research/<path>.md#anchor`` in code, configs and setup files
+CODE_REFERENCE = re.compile(r"\b(?:docs|research)/\w[\w./-]*\.md(?:#[^\s)`'\",;]+)?")
+#: a path in research/, benchmarks/ or configs/ named in any text (not a pattern: no ``*``, ``<...>``, ``{...}``)
+#: (the lookahead-and-backreference makes the path's characters atomic: no backing off a ``*`` to a shorter path)
+PATH_MENTION = re.compile(r"(?<![\w./-])((?:research|benchmarks|configs)/(?=([\w./-]*))\2)(?![*<{])")
+#: paths named as they were when something ran, which the repository no longer has (records, not references)
+RECORDS = {
+    "research/archives/mujoco_halfcheetah_recipe_check/comparison.csv",  # the --out of an archived compare
+    "research/sweeps/mujoco_stein.yaml",  # the first MuJoCo spec's name, quoted by its successor's header
+    "benchmarks/results/runs", "benchmarks/results/runs/paper/CartpoleSwingUp",  # round 1's runs, not kept
+    "configs/presets/NAME.yaml", "configs/sweeps/x.yaml",  # placeholders in usage.md and sweeps.md
+}
 CODE_FILES = [p for pattern in ("steinrl/**/*.py", "benchmarks/**/*.py", "envs/**/*.py", "tests/**/*.py",
-                                "configs/**/*.yaml", "*.py", "setup.cfg", "pyproject.toml")
+                                "configs/**/*.yaml", "research/scripts/*.py", "research/sweeps/*.yaml", "*.py",
+                                "setup.cfg", "pyproject.toml", "benchmarks/*.sh", ".ci/run")
               for p in sorted(ROOT.glob(pattern))]
 
 
@@ -98,6 +110,24 @@ def test_code_references_to_docs_resolve():
             if why:
                 bad.append(f"{path.relative_to(ROOT)}: {m.group(0)}: {why}")
     assert not bad, "\n".join(bad)
+
+
+def test_paths_named_in_pages_code_and_configs_exist():
+    """A moved script, spec, archive or results page leaves no stale mention behind (``research/...``,
+    ``benchmarks/...``, ``configs/...`` in backticks, prose, comments or docstrings)."""
+    bad = []
+    for path in [*PAGES, *CODE_FILES]:
+        for m in PATH_MENTION.finditer(path.read_text()):
+            named = m.group(1).rstrip(".-")
+            if named not in RECORDS and not (ROOT / named).exists():
+                bad.append(f"{path.relative_to(ROOT)}: {named}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_path_pattern_skips_patterns_and_finds_paths():
+    found = [m.group(1) for m in PATH_MENTION.finditer(
+        "`research/sweeps/mujoco_*` research/archives/<dir>/ configs/{a,b}.yaml (benchmarks/uci.py). configs/presets/")]
+    assert [f.rstrip(".") for f in found] == ["benchmarks/uci.py", "configs/presets/"]
 
 
 def test_the_link_pattern_finds_figures_and_pages():
