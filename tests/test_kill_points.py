@@ -7,6 +7,8 @@
   now on disk before the checkpoint that covers it.
 * SIGKILL while a resumed run drops the rows past its checkpoint from ``metrics.jsonl``:
   the rewrite is atomic, so the rows before the checkpoint survive.
+* A kill after the run had finished: the benchmark counted the refused resume (``is done``)
+  as a failure.
 """
 
 import json
