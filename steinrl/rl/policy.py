@@ -42,10 +42,10 @@ POLICY_OPTIONS: tuple[Option, ...] = (
     Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
     Option("obs_stats_update", str, "after-update", "With normalize_obs, when a batch's observations enter the "
            "running statistics: after-update (SB3's VecNormalize: the update sees the observations as the rollout "
-           "normalised them, so PPO's old log-probabilities are the sampling policy's) or before-update (steinrl "
-           "0.2 until 2026-11-26: the update normalises with statistics that include its own batch; the first "
-           "batch, acted on unnormalised observations, can then lie tens of std from the policy and overflow "
-           "PPO's ratio).", choices=("after-update", "before-update")),
+           "normalised them, so PPO's old log-probabilities are the sampling policy's) or before-update (the update "
+           "normalises with statistics that include its own batch; the first batch, acted on unnormalised "
+           "observations, can then lie tens of std from the policy and overflow PPO's ratio).",
+           choices=("after-update", "before-update")),
 )
 
 
