@@ -27,7 +27,10 @@ sampling, 50 envs per particle) it prints:
    by a dispatch recorder inside the steps of one batch; all ops beside; the batch's other
    kernels, its draws, preparation and bookkeeping, apart), the kernels Inductor generates for
    the compiled step (``rollout.compile``: one graph per step), and the host syncs of one
-   whole iteration (the job's one transfer plus any op that reads a value back).
+   whole iteration (the job's one transfer plus any op that reads a value back);
+7. on CUDA only, the iteration as one replayed CUDA graph (``run.cuda_graph: on``) at one seed,
+   ``--seeds`` and 100 seeds: env steps/s, host launches per iteration, and whether the static
+   state kept its storage (the ``graph_*`` fields of the last line; ``nan`` and 0 elsewhere).
 
 Last line: ``gpu_throughput device=<name> paper_steps_per_s=<x> eager_ops_per_step=<x>
 compiled_step_kernels=<n> syncs_per_iteration=<n> seeds10_steps_per_s=<x>
@@ -55,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
 
 from steinrl.core.svgd import svgd_direction  # noqa: E402
-from steinrl.rl.graph import WARMUP, IterationGraph, persistent_tensors  # noqa: E402
+from steinrl.rl.graph import WARMUP, persistent_tensors  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
@@ -75,14 +78,8 @@ def config(device: str, backend: str, iterations: int, compile_: bool = False, g
 
 
 def graphed_trainer(device: torch.device, iterations: int, seeds: int | None = None) -> Trainer:
-    """A trainer whose iterations are one replayed CUDA graph (on the CPU: the graph-safe
-    iteration run eagerly from static draws, everything but the capture)."""
-    cfg = config(str(device), "torch", iterations, graph="on" if device.type == "cuda" else "off")
-    trainer = Trainer(cfg, None if seeds is None else list(range(seeds)))
-    if device.type != "cuda":
-        job = trainer.job
-        job.graph = IterationGraph(job._iterate, job.agent.draws, device, capture=False)
-    return trainer
+    """A trainer whose iterations are one replayed CUDA graph (``run.cuda_graph: on``)."""
+    return Trainer(config(str(device), "torch", iterations, graph="on"), None if seeds is None else list(range(seeds)))
 
 
 def graphed(device: torch.device, iterations: int, seeds: int | None = None) -> tuple[float, bool, int]:
@@ -105,9 +102,13 @@ def graphed(device: torch.device, iterations: int, seeds: int | None = None) -> 
 
 
 def graphed_rows(device: torch.device, args: argparse.Namespace, eager_kernels: int) -> tuple[dict, bool]:
-    """The graphed rows (one seed, ``--seeds``, 100 on cuda): env steps/s by seed count, and
-    whether every row's static state kept its storage."""
+    """The graphed rows (one seed, ``--seeds``, 100): env steps/s by seed count, and whether every
+    row's static state kept its storage. CUDA only (a graph needs it; the graph-safe iteration run
+    eagerly on the CPU is tests/test_graph_safe.py's), so none on another device."""
     rows, all_static = {}, True
+    if device.type != "cuda":
+        print("graphed iteration: CUDA only (run.cuda_graph), not measured here", flush=True)
+        return rows, False
     for seeds in [None, args.seeds, *([100] if device.type == "cuda" and not args.no_100 else [])]:
         label = "one seed" if seeds is None else f"{seeds} seeds"
         try:

@@ -21,6 +21,11 @@ def batch_posterior(features, rewards, intercept=True, a0=A0, b0=B0, lam=LAMBDA)
     return mean, covariance, precision, a, b
 
 
+def covariance_of(model: NIGLinearRegression) -> np.ndarray:
+    """``(k, D, D)`` Σ = Λ⁻¹ per arm (the weights' covariance given σ² = 1), from the model's precision."""
+    return np.linalg.inv(model.precision)
+
+
 def toy_data(rng, n, num_features, num_arms):
     features = rng.standard_normal((n, num_features))
     arms = rng.integers(0, num_arms, n)
@@ -45,13 +50,13 @@ def test_posterior_after_chunked_updates_equals_batch_closed_form(intercept):
         mask = arms == arm
         mean, covariance, precision, a, b = batch_posterior(features[mask], rewards[mask], intercept)
         np.testing.assert_allclose(model.mean[arm], mean, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(model.covariance[arm], covariance, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(covariance_of(model)[arm], covariance, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(model.precision[arm], precision, rtol=1e-12)
         assert model.a[arm] == pytest.approx(a, rel=1e-12)
         assert model.b[arm] == pytest.approx(b, rel=1e-10)
         assert model.counts[arm] == mask.sum()
     np.testing.assert_array_equal(model.mean[3], 0.0)
-    np.testing.assert_allclose(model.covariance[3], np.eye(model.dim) / LAMBDA)
+    np.testing.assert_allclose(covariance_of(model)[3], np.eye(model.dim) / LAMBDA)
     assert (model.a[3], model.b[3]) == (A0, B0)
 
 
@@ -64,7 +69,7 @@ def test_fit_replaces_the_data_and_reset_forgets_it():
     for arm in range(2):
         mean, covariance, _, a, b = batch_posterior(features[arms == arm], rewards[arms == arm], True, 2.0, 0.5, 1.0)
         np.testing.assert_allclose(model.mean[arm], mean, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(model.covariance[arm], covariance, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(covariance_of(model)[arm], covariance, rtol=1e-10, atol=1e-12)
         assert (model.a[arm], model.b[arm]) == (pytest.approx(a), pytest.approx(b))
     model.reset()
     np.testing.assert_array_equal(model.mean, 0.0)
@@ -81,7 +86,7 @@ def test_samples_match_student_t_moments():
     num_samples = 200_000
     samples = model.sample(np.random.default_rng(3), num_samples)  # S k D
     assert samples.shape == (num_samples, 2, 3)
-    mean, covariance, a, b = model.mean, model.covariance, model.a, model.b
+    mean, covariance, a, b = model.mean, covariance_of(model), model.a, model.b
     for arm in range(2):
         target_cov = b[arm] / (a[arm] - 1) * covariance[arm]
         standard_error = np.sqrt(np.diag(target_cov) / num_samples)

@@ -18,6 +18,12 @@ from steinrl.core.priors import GaussianPrior, InvGammaPrior
 F64 = torch.float64
 
 
+def free_parameters(layer) -> int:
+    """The free parameters of one particle: the entries of its prior groups (the stored count for
+    ``gaussian`` and ``householder``; of a ``kronecker`` layer's square A, B only the strictly-lower entries)."""
+    return sum(g.shape[1] for g in layer.param_groups().values())
+
+
 def householder_matrix(v: torch.Tensor) -> torch.Tensor:
     """Explicit H(v) = I − 2vvᵀ/‖v‖² for one vector v (n,)."""
     n = v.shape[0]
@@ -132,19 +138,19 @@ def test_householder_parameter_count(K, bias):
     expected = (K + 1) * (l1 + l2) + l1 * l2 + (l2 if bias else 0)
     stored = sum(p[0].numel() for p in layer.parameters())
     assert stored == expected
-    assert layer.num_parameters_per_particle() == expected
+    assert free_parameters(layer) == expected
 
 
 def test_kronecker_and_dense_parameter_counts():
     l1, l2 = 4, 3
     k = KroneckerLinear(2, l1, l2)
     free = l1 * l2 + l1 + l2 + l1 * (l1 - 1) // 2 + l2 * (l2 - 1) // 2 + l2
-    assert k.num_parameters_per_particle() == free
+    assert free_parameters(k) == free
     groups = k.param_groups()
     assert groups["A"].shape == (2, l1 * (l1 - 1) // 2) and groups["B"].shape == (2, l2 * (l2 - 1) // 2)
     assert set(groups) == {"C", "A", "B", "lambda_in", "lambda_out", "bias"}
     d = DenseLinear(2, l1, l2)
-    assert d.num_parameters_per_particle() == l1 * l2 + l2
+    assert free_parameters(d) == l1 * l2 + l2
     assert set(d.param_groups()) == {"weight", "bias"}
 
 

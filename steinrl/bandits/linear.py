@@ -159,12 +159,6 @@ class NIGLinearRegression:
         return self.gram + self.lambda_prior * np.eye(self.dim)
 
     @property
-    def covariance(self) -> np.ndarray:
-        """``(k, D, D)`` Σ = Λ⁻¹ (the weights' covariance given σ² = 1)."""
-        self._refresh()
-        return np.einsum("kji,kjl->kil", self._chol_inv, self._chol_inv)
-
-    @property
     def a(self) -> np.ndarray:
         """``(k,)`` posterior Inv-Gamma shape a0 + n/2."""
         return self.a0 + 0.5 * self.counts

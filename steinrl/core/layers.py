@@ -129,14 +129,6 @@ class StructuredLinear(nn.Module):
             return torch.bmm(x, w)
         return torch.baddbmm(self.bias.unsqueeze(1), x, w)  # M B out
 
-    def num_parameters_per_particle(self) -> int:
-        """Number of free parameters of one particle (the entries of its prior groups).
-
-        Equals the stored count for ``gaussian`` and ``householder``; a ``kronecker``
-        layer stores full square A, B of which only the strictly-lower entries are free.
-        """
-        return sum(g.shape[1] for g in self.param_groups().values())
-
     def extra_repr(self) -> str:
         return (
             f"num_particles={self.num_particles}, in_features={self.in_features}, "

@@ -180,17 +180,6 @@ class EnsembleSB3Policy(BasePolicy):
     def num_particles(self) -> int:
         return self.ensemble.num_particles
 
-    def set_ensemble(self, ensemble: EnsemblePolicy) -> None:
-        """Act with ``ensemble`` from now on (same architecture); keeps the random stream."""
-        old = self._actor
-        self.ensemble = ensemble
-        self._actor = None
-        if old is not None:
-            actor = self._get_actor()
-            if actor.generator.device == old.generator.device:
-                actor.generator = old.generator
-                actor.assigned = old.assigned
-
     def set_act_mode(self, act_mode: str | None = None, particle: int | None = None,
                      seed: int | None = None) -> None:
         """Change how the ensemble acts; resets the random stream (to ``seed`` if given)."""

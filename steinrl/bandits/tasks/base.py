@@ -40,15 +40,6 @@ class BanditData:
     def num_arms(self) -> int:
         return self.expected_rewards.shape[1]
 
-    @property
-    def optimal_arms(self) -> np.ndarray:
-        """``(n,)`` int, argmax_a E[r | x_t, a] (the lowest index on ties)."""
-        return self.expected_rewards.argmax(axis=1)
-
-    @property
-    def optimal_rewards(self) -> np.ndarray:
-        """``(n,)`` float64, max_a E[r | x_t, a]: the optimal policy's expected reward."""
-        return self.expected_rewards.max(axis=1)
 
 
 def regret(expected_rewards: np.ndarray, arms: np.ndarray) -> np.ndarray:
