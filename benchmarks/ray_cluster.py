@@ -262,7 +262,7 @@ def start_cluster(temp_dir: Path, timeout: float) -> tuple[Any, list]:
     return cluster, workers
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
@@ -276,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.iterations < 5 * args.checkpoint_every:
         p.error("--iterations must be at least 5 x --checkpoint-every (a kill must land between a trial's second "
                 "checkpoint and its end)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
     os.environ.pop("RAY_ADDRESS", None)  # this cluster only: never one named by the caller's environment
