@@ -57,7 +57,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import steinrl.envs as envs  # noqa: E402
-from steinrl.rl.rollout import compact  # noqa: E402
+from steinrl.rl.samples import compact  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
@@ -74,16 +74,17 @@ def ours(algo: str, preset: str, iterations: int) -> tuple[float, dict[str, floa
     """Steps/s of paper-scale iterations, ms per iteration of each part, and the env count."""
     cfg = load_config(algo, ENV, {**MODE_KEYS[preset], **OVERRIDES, "iterations": iterations + 1}, preset=preset)
     trainer = Trainer(cfg)
-    agent, sampler = trainer.job.agent, trainer.job.sampler
+    job, agent, sampler = trainer.job, trainer.job.agent, trainer.job.sampler
     parts = dict.fromkeys(("rollout", "advantages", "policy update", "critic", "whole iteration"), 0.0)
     steps = 0
     for it in range(iterations + 1):
         t0 = clock()
         batch = agent.collect(sampler, it)
         t1 = clock()
-        est = agent.estimator.advantages(batch, agent.critic)
+        est = job.estimator.advantages(batch, agent.critic)
         t2 = clock()
-        stats = agent.update(batch, it)  # the whole update (advantages again, policy, critic)
+        job.set_step_sizes(it)
+        stats = job.learn(batch)  # the whole update (advantages again, policy, critic)
         t3 = clock()
         if it == 0:  # warm-up
             continue
@@ -94,7 +95,8 @@ def ours(algo: str, preset: str, iterations: int) -> tuple[float, dict[str, floa
         tc = clock()
         data = compact(batch, est.advantages, est.value_targets, agent.device)
         n = data.mask.shape[1]
-        columns = agent.critic.draw_columns(n, agent.generators(it, 1)) if agent.critic.samples_columns(n) else None
+        columns = agent.critic.draw_columns(n, job.draws.generators("critic", it)) if agent.critic.samples_columns(n) \
+            else None
         agent.critic.fit(data, columns)
         parts["critic"] += clock() - tc
         assert bool(torch.isfinite(stats.surrogate).all())
@@ -123,12 +125,12 @@ def profile_parts(algo: str, preset: str, rows: int) -> None:
     """Print one iteration's parts (after two warm-up iterations) under the torch profiler,
     each part's ``rows`` costliest ops by self CPU time: the rollout, the advantages (the
     critic's values and GAE), the critic's regression on the compacted samples, and the
-    policy update (``agent.update`` with those two already computed: compaction, policy
+    policy update (the estimator's ``learn`` with those two already computed: compaction, policy
     gradient, SVGD step)."""
     from torch.profiler import ProfilerActivity, profile
 
     trainer = Trainer(load_config(algo, ENV, {**MODE_KEYS[preset], "iterations": 3}, preset=preset))
-    agent, sampler = trainer.job.agent, trainer.job.sampler
+    job, agent, sampler = trainer.job, trainer.job.agent, trainer.job.sampler
     trainer.step(), trainer.step()
 
     def table(part: str, fn):
@@ -141,14 +143,16 @@ def profile_parts(algo: str, preset: str, rows: int) -> None:
         return out
 
     batch = table("rollout", lambda: agent.collect(sampler, 2))
-    est = table("advantages", lambda: agent.estimator.advantages(batch, agent.critic))
+    est = table("advantages", lambda: job.estimator.advantages(batch, agent.critic))
     data = compact(batch, est.advantages, est.value_targets, agent.device)
     n = data.mask.shape[1]
-    columns = agent.critic.draw_columns(n, agent.generators(3, 1)) if agent.critic.samples_columns(n) else None
+    gens = job.draws.generators("critic", 3)
+    columns = agent.critic.draw_columns(n, gens) if agent.critic.samples_columns(n) else None
     loss = table("critic", lambda: agent.critic.fit(data, columns))
-    agent.estimator.advantages = lambda *_: est  # the update reuses both (instance attributes, this trainer only)
-    agent.critic.fit = lambda *_: loss
-    table("policy update", lambda: agent.update(batch, 2))
+    job.estimator.advantages = lambda *_: est  # the update reuses both (instance attributes, this trainer only)
+    agent.critic.prepare_fit = lambda *_: lambda: loss
+    job.set_step_sizes(2)
+    table("policy update", lambda: job.learn(batch))
     trainer.close()
 
 

@@ -174,6 +174,11 @@ class TorchVectorTask(ABC):
         return {"state": self.state.clone(), "steps": self.steps.clone(), "prev_done": self._prev_done.clone(),
                 "rng": [g.get_state() for g in self.generators]}
 
+    def device_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors a step reads and writes in place, by name (a replayed CUDA graph needs each to
+        keep its storage)."""
+        return {"state": self.state, "steps": self.steps, "prev_done": self._prev_done}
+
     def set_state(self, saved: dict[str, torch.Tensor]) -> None:
         """Continue exactly from :meth:`get_state`."""
         self.state.copy_(saved["state"].to(device=self.device, dtype=self.dtype))

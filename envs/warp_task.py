@@ -328,10 +328,11 @@ class WarpMujocoTask:
         self.reset_overflow()
 
     def device_tensors(self) -> dict[str, torch.Tensor]:
-        """The torch views of the Warp arrays a step reads and writes, by name (a replayed graph
-        needs each to keep its storage)."""
-        return {"qpos": self.qpos, "qvel": self.qvel, "ctrl": self.ctrl, "qacc_warmstart": self.qacc_warmstart,
-                "time": self.time, "overflow": self.overflow}
+        """The tensors a step reads and writes in place, the torch views of the Warp arrays among them,
+        by name (a replayed graph needs each to keep its storage)."""
+        return {"state": self.state, "steps": self.steps, "prev_done": self._prev_done, "qpos": self.qpos,
+                "qvel": self.qvel, "ctrl": self.ctrl, "qacc_warmstart": self.qacc_warmstart, "time": self.time,
+                "overflow": self.overflow}
 
     def close(self) -> None:
         self.sim.close()

@@ -100,7 +100,7 @@ def test_linear_baseline_matches_rllab_least_squares_per_particle():
     import torch
 
     from steinrl.rl.critics import LinearBaseline
-    from steinrl.rl.rollout import Samples
+    from steinrl.rl.samples import Samples
 
     rng = np.random.default_rng(1)
     M, B, d = 3, 50, 4

@@ -89,7 +89,7 @@ def test_a_static_iteration_reads_nothing_back_to_the_host(algo, extra, seeds):
     for _ in range(WARMUP + 1):
         t.step_seeds()
     job, recorder = t.job, Syncs()
-    job.agent.prepare(t.iteration, job.progress(t.iteration))
+    job.set_step_sizes(t.iteration)
     job.agent.draws.fill(t.iteration)
     with recorder:
         job._iterate(t.iteration)  # what the graph captures: collect, learn, pack

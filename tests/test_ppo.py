@@ -16,14 +16,15 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 import steinrl
 from steinrl.core.ensemble import EnsembleMLP, orthogonal_
 from steinrl.core.particle_optimizer import clip_grad_norms
-from steinrl.rl.agent import iteration_seed
 from steinrl.rl.critics import ValueEnsemble
+from steinrl.rl.draws import iteration_seed
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.estimators.ppo import PPOSettings, standardize_minibatch
 from steinrl.rl.estimators.returns import running_returns
 from steinrl.rl.minibatches import minibatch_indices, take
 from steinrl.rl.normalization import RewardScaler
 from steinrl.rl.policy import ObsNormalizer
+from steinrl.rl.samples import compact
 
 #: float tolerances: .ci/run reruns this module under the forced CPU kernel sets
 pytestmark = pytest.mark.numerics
@@ -153,14 +154,15 @@ def test_entropy_bonus_drives_the_log_std_by_ent_coef_over_the_temperature():
     d(c H / alpha)/d log_std = c / alpha per action dimension."""
     c, alpha = 0.05, 4.0
     trainer = steinrl.Trainer(config(**{"estimator.ent_coef": c, "temperature": alpha}))
-    agent = trainer.job.agent
+    agent, estimator = trainer.job.agent, trainer.job.estimator
     batch = agent.collect(trainer.job.sampler, 0)
-    est = agent.estimator.advantages(batch, agent.critic)
+    est = estimator.advantages(batch, agent.critic)
     est.advantages.zero_()
-    _, samples = agent.samples(batch, est, 0, old_log_prob=True)
-    log_prob, entropy = agent.log_prob(samples)
-    agent.step(agent.estimator.surrogate(log_prob, samples["old_log_prob"], samples["advantages"], samples["mask"])
-               + c * entropy, samples)
+    samples = compact(batch, est.advantages, est.value_targets, agent.device)
+    with torch.no_grad():
+        old_log_prob = agent.policy.log_prob(samples.obs, samples.actions)[0]
+    log_prob, entropy = agent.policy.log_prob(samples.obs, samples.actions)
+    agent.optimizer.step(estimator.surrogate(log_prob, old_log_prob, samples.advantages, samples.mask) + c * entropy)
     torch.testing.assert_close(agent.policy.head.log_std.grad, torch.full_like(agent.policy.head.log_std, -c / alpha))
 
 
@@ -169,16 +171,19 @@ def test_learning_rates_anneal_linearly_to_zero_over_the_run():
     cfg = config(**{"estimator.anneal_lr": True, "critic.joint": True, "iterations": 10, "update.lr": 2e-3,
                     "critic.lr": 1e-3})
     trainer = steinrl.Trainer(cfg)
-    agent = trainer.job.agent
+    job, agent = trainer.job, trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 0)
     for it in (0, 3, 9):
-        agent.update(batch, it)
+        job.set_step_sizes(it)
+        job.learn(batch)
         frac = 1 - it / 10  # CleanRL: full lr at the first update, lr / iterations at the last
         assert agent.optimizer.optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
         assert agent.optimizer.own_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
         assert agent.critic.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * frac, rel=1e-12)
     still = steinrl.Trainer(config(**{"iterations": 10, "update.lr": 2e-3}))
-    still.job.agent.update(still.job.agent.collect(still.job.sampler, 0), 9)
+    batch = still.job.agent.collect(still.job.sampler, 0)
+    still.job.set_step_sizes(9)
+    still.job.learn(batch)
     assert still.job.agent.optimizer.lr == 2e-3
 
 
@@ -313,7 +318,7 @@ def test_time_limit_truncation_bootstraps_from_the_final_observation():
     agent = trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 0)
     values = agent.critic.values(batch)  # (T + 1, M, E)
-    adv = agent.estimator.advantages(batch, agent.critic).advantages
+    adv = trainer.job.estimator.advantages(batch, agent.critic).advantages
     ends = batch.done & batch.valid
     assert int(ends.sum()) >= 4 and not bool(batch.terminated.any())
     want = batch.rewards.double() + 0.99 * values[1:] - values[:-1]  # lambda 0: one TD error
@@ -345,9 +350,11 @@ def test_ppo_old_log_probabilities_are_the_sampling_policys(when):
     z = (actions - mu[particle, torch.arange(len(particle))]) / std[particle]
     want = (-0.5 * z.square() - std[particle].log() - 0.5 * math.log(2 * math.pi)).sum(-1)
     seen = []
-    surrogate = agent.estimator.surrogate
-    agent.estimator.surrogate = lambda log_prob, old, *rest: seen.append(old) or surrogate(log_prob, old, *rest)
-    agent.update(batch, 0)
+    estimator = trainer.job.estimator
+    surrogate = estimator.surrogate
+    estimator.surrogate = lambda log_prob, old, *rest: seen.append(old) or surrogate(log_prob, old, *rest)
+    trainer.job.set_step_sizes(0)
+    trainer.job.learn(batch)
     got = torch.cat([seen[0][m][torch.isfinite(seen[0][m])] for m in range(2)]).double()  # one minibatch's
     # each old log-probability of the first minibatch is one of the sampling policy's, to float rounding
     closest = (got[:, None] - want[None, :]).abs().min(1).values
@@ -392,8 +399,12 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
     trainer.step()  # the first iteration: observation statistics, Adam moments
     agent = trainer.job.agent
     batch = agent.collect(trainer.job.sampler, 1)
-    est = agent.estimator.advantages(batch, agent.critic)
-    samples = agent.samples(batch, est, 1, old_log_prob=True)[1]
+    est = trainer.job.estimator.advantages(batch, agent.critic)
+    data = compact(batch, est.advantages, est.value_targets, agent.device)
+    with torch.no_grad():  # what the update trains on: observations normalised, the sampling policy's log-probs
+        samples = {"obs": agent.policy.obs_norm(data.obs), "actions": data.actions, "advantages": data.advantages,
+                   "old_log_prob": agent.policy.log_prob(data.obs, data.actions)[0], "targets": data.targets.float(),
+                   "mask": data.mask}
     gen = torch.Generator().manual_seed(iteration_seed(3, 1) + 2)  # the update's own stream
     parts = []
     for _ in range(2):  # epochs
@@ -404,7 +415,8 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
              for o in (particles.optimizer, particles.own_optimizer, agent.critic.optimizer)]  # SB3's Adam starts fresh
     particles.optimizer, particles.own_optimizer, agent.critic.optimizer = fresh
     pi, log_std, vf = _sb3_reference(agent, samples, parts, 1e-2, 0.01, 0.5, 0.5, 0.05)
-    stats = agent.update(batch, 1)
+    trainer.job.set_step_sizes(1)
+    stats = trainer.job.learn(batch)
     assert 0.05 < float(stats.extra["clip_fraction"]) < 0.95 and float(stats.extra["grad_norm"]) > 0.5  # both clip
     ours = agent.policy.net.particle_module(0)
     for a, b in zip(ours.parameters(), pi.parameters()):
@@ -424,7 +436,7 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
 
     def state(trainer):
         agent = trainer.job.agent
-        stats = {**agent.estimator.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}
+        stats = {**trainer.job.estimator.reward_scaler.state_dict(), **agent.policy.obs_norm.state_dict()}
         return {k: v.clone() for k, v in stats.items()}
 
     straight = steinrl.Trainer(cfg)
@@ -437,7 +449,7 @@ def test_a_restored_run_continues_exactly_normalisation_statistics_included(tmp_
     again.restore(tmp_path / "c.pt")
     restored = state(again)
     assert saved.keys() == restored.keys() and all(torch.equal(saved[k], restored[k]) for k in saved)
-    assert "returns" in saved and float(again.job.agent.estimator.reward_scaler.count) > 100
+    assert "returns" in saved and float(again.job.estimator.reward_scaler.count) > 100
     last = again.step()
     assert {k: v for k, v in last.items() if not k.startswith("time/")} == \
         {k: v for k, v in rows[-1].items() if not k.startswith("time/")}
@@ -468,7 +480,7 @@ def test_each_seed_of_a_batch_runs_the_recipe_as_it_would_alone(tmp_path):
     first.step_seeds(), first.step_seeds()
     first.save(tmp_path / "s4.pt", 1)
     single = steinrl.Trainer(cfg.replace({"seed": 4})).restore(tmp_path / "s4.pt")
-    assert single.job.agent.estimator.reward_scaler.returns.shape == (2, 2)  # seed 4's own particles x envs
+    assert single.job.estimator.reward_scaler.returns.shape == (2, 2)  # seed 4's own particles x envs
     row = single.step()
     for key in keys:
         assert row[key] == pytest.approx(rows[4][2][key], rel=1e-3, abs=1e-5, nan_ok=True), key
@@ -484,8 +496,8 @@ def test_target_kl_stops_at_the_first_minibatch_past_one_and_a_half_times_it(mon
                                         "estimator.target_kl": target, "update.lr": 3e-2}))
     agent = trainer.job.agent
     kls, steps = [], []
-    diagnostics, step = agent.estimator.diagnostics, agent.optimizer.step
-    monkeypatch.setattr(agent.estimator, "diagnostics",
+    diagnostics, step = trainer.job.estimator.diagnostics, agent.optimizer.step
+    monkeypatch.setattr(trainer.job.estimator, "diagnostics",
                         lambda *a: (d := diagnostics(*a)) and kls.append(float(d["approx_kl"].mean())) or d)
     monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: steps.append(len(kls)) or step(*a, **k))
     row = trainer.step()

@@ -26,7 +26,7 @@ from steinrl.rl import critics
 from steinrl.rl.critics import ValueEnsemble
 from steinrl.rl.estimators import returns as R
 from steinrl.rl.policy import ObsNormalizer
-from steinrl.rl.rollout import Samples
+from steinrl.rl.samples import Samples
 from steinrl.rl.value_regression import ValueRegression
 
 #: float tolerances: .ci/run reruns this module under the forced CPU kernel sets

@@ -302,7 +302,7 @@ def test_the_static_iteration_gives_the_eager_numbers_keeps_its_storage_and_read
     resumed.restore(tmp_path / "c.pt")
     assert _strip([resumed.step()]) == eager_rows[n:]
     job, recorder = static.job, Syncs()
-    job.agent.prepare(static.iteration, job.progress(static.iteration))
+    job.set_step_sizes(static.iteration)
     job.agent.draws.fill(static.iteration)
     with recorder:
         job._iterate(static.iteration)  # what the graph captures: collect (physics included), learn, pack

@@ -28,7 +28,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (research/scripts/../..)
 
-from steinrl.rl.minibatches import minibatches  # noqa: E402
+from steinrl.rl.minibatches import minibatch_keys, minibatches  # noqa: E402
+from steinrl.rl.samples import compact  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402
 
@@ -46,20 +47,31 @@ def main() -> None:
                                              "iterations": 3, "run.progress": False}, preset="mujoco-ppo")
     trainer = Trainer(cfg)
     trainer.step()
-    agent, est = trainer.job.agent, trainer.job.agent.estimator
-    batch = agent.collect(trainer.job.sampler, 1)
-    agent.prepare(1, 0.0)
-    data, samples = agent.samples(batch, est.advantages(batch, agent.critic, normalize=False), 1, old_log_prob=True)
-    parts = list(minibatches(samples, est.settings.minibatches, agent.shuffle_keys(1, samples["mask"].shape[1])[0]))
+    job = trainer.job
+    agent, est, critic = job.agent, job.estimator, job.agent.critic
+    batch = agent.collect(job.sampler, 1)
+    job.set_step_sizes(1)
+    advantages = est.advantages(batch, critic, normalize=False)
+    data = compact(batch, advantages.advantages, advantages.value_targets, agent.device)
+    with torch.no_grad():  # what PPO.learn trains on (the preset's joint critic, no value clipping)
+        samples = {"obs": agent.policy.obs_norm(data.obs), "actions": data.actions, "mask": data.mask,
+                   "advantages": data.advantages, "old_log_prob": agent.policy.log_prob(data.obs, data.actions)[0],
+                   "targets": data.targets.float()}
+    parts = list(minibatches(samples, est.settings.minibatches, minibatch_keys(data.mask, 1, job.draws)[0]))
     parts = (parts * (1 + args.steps // len(parts)))[:args.steps]
 
     def objective(part: dict) -> torch.Tensor:
-        log_prob, _ = agent.log_prob(part, True)
+        log_prob, _ = agent.policy.log_prob(part["obs"], part["actions"], mask=part["mask"])
         return est.surrogate(log_prob, part["old_log_prob"], part["advantages"], part["mask"])
 
+    def particle_step(objective: torch.Tensor, part: dict) -> object:  # PPO.learn's step with the joint critic
+        value_loss = critic.value_loss(part["obs"], part["targets"], part["mask"])
+        return agent.optimizer.step(objective, aux_loss=critic.vf_coef * value_loss.sum(),
+                                    aux_params=list(critic.net.parameters()), aux_optimizer=critic.optimizer)
+
     torch._dynamo.config.compiled_autograd = True
-    forward_c, step_c = torch.compile(objective, dynamic=False), torch.compile(agent.step, dynamic=False)
-    variants = {"eager": (objective, agent.step), "forward_compiled": (forward_c, agent.step),
+    forward_c, step_c = torch.compile(objective, dynamic=False), torch.compile(particle_step, dynamic=False)
+    variants = {"eager": (objective, particle_step), "forward_compiled": (forward_c, particle_step),
                 "step_compiled": (objective, step_c)}
 
     def run(name: str, n: int) -> float:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import cache, partial
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -27,7 +26,8 @@ from steinrl.core.optim import adam, gradient_step
 from steinrl.registry import Option, Registry, at_least_one, positive, step_size
 from steinrl.rl.draws import Draws
 from steinrl.rl.policy import ObsNormalizer
-from steinrl.rl.rollout import Batch, Samples
+from steinrl.rl.rollout import Batch
+from steinrl.rl.samples import Samples
 from steinrl.rl.value_regression import ValueRegression
 
 __all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit", "fit_beside"]
@@ -74,7 +74,8 @@ def fit_beside(critic: Critic, samples: Samples, draws: Draws, finite: FiniteFla
     n = samples.mask.shape[1]
     columns = None
     if critic.samples_columns(n):
-        columns = draws("critic_columns", lambda iteration: critic.draw_columns(n, draws.generators("critic", iteration)))
+        columns = draws("critic_columns",
+                        lambda iteration: critic.draw_columns(n, draws.generators("critic", iteration)))
     critic.settle()
     return CriticFit(critic, critic.prepare_fit(samples, columns), finite)
 
@@ -88,6 +89,7 @@ class Critic(nn.Module):
 
     options: tuple[Option, ...] = ()
     fit_target = "lambda_returns"
+    optimizer: torch.optim.Optimizer | None = None  #: its fit's optimizer, if it has one
     joint = False  #: fitted in the policy's particle steps (its value loss alongside J), not by a fit of its own
     overlap = False  #: its own fit runs on a second thread beside the policy's steps (:func:`fit_beside`)
     pending: Future | None = None  #: a fit still running on that thread

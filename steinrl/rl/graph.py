@@ -139,32 +139,20 @@ def graph_mode(cfg: Any, backend: str) -> bool:
 
 def persistent_tensors(job: Any) -> dict[str, Tensor]:
     """Every tensor an RL job's iteration reads from the last one, by name: parameters and
-    buffers, optimizer states and step sizes, the reward scaler's statistics, the sampler's
-    carry-over and buffers, the envs' state, the static draws. A replayed graph needs each to
-    keep its storage (``data_ptr``) from iteration to iteration."""
-    agent, sampler, out = job.agent, job.sampler, {}
+    buffers, optimizer states and step sizes, the estimator's own (the reward scaler's
+    statistics), the sampler's carry-over and buffers, the envs' state, the static draws. A
+    replayed graph needs each to keep its storage (``data_ptr``) from iteration to iteration."""
+    agent, out = job.agent, {}
     for name, module in (("policy", agent.policy), ("prior", agent.prior), ("critic", agent.critic)):
         if module is not None:
             out.update({f"{name}.{k}": v for k, v in module.state_dict(keep_vars=True).items()})
-    critic_opt = getattr(agent.critic, "optimizer", None)
-    for name, opt in (("particles", agent.optimizer.optimizer), ("own", agent.optimizer.own_optimizer),
-                      ("critic_opt", critic_opt)):
-        for i, state in enumerate(opt.state.values() if opt is not None else ()):
+    for name, opt in agent.optimizers().items():
+        for i, state in enumerate(opt.state.values()):
             out.update({f"{name}.{i}.{k}": v for k, v in state.items() if isinstance(v, Tensor)})
-        for i, group in enumerate(opt.param_groups if opt is not None else ()):
+        for i, group in enumerate(opt.param_groups):
             if isinstance(group["lr"], Tensor):
                 out[f"{name}.lr{i}"] = group["lr"]
-    scaler = getattr(agent.estimator, "reward_scaler", None)
-    for k in ("mean", "var", "count", "returns") if scaler is not None else ():
-        if getattr(scaler, k) is not None:
-            out[f"reward_scaler.{k}"] = getattr(scaler, k)
-    if sampler.carry is not None:
-        out.update({f"carry.{k}": v for k, v in vars(sampler.carry).items()})
-    out.update({f"buffer.{k}": getattr(sampler, k) for k in ("_obs", "_act", "_rew", "_term", "_trunc")
-                if hasattr(sampler, k)})
-    task = getattr(job.task, "task", None)  # a device task's torch envs
-    for k in ("state", "steps", "_prev_done") if task is not None else ():
-        out[f"envs.{k}"] = getattr(task, k)
-    out.update({f"envs.{k}": v for k, v in getattr(task, "device_tensors", dict)().items()})  # MuJoCo Warp's arrays
-    out.update({f"draws.{k}": v for k, v in agent.draws.buffers().items()})
+    out.update(job.estimator.persistent_tensors())
+    out.update(job.sampler.persistent_tensors())
+    out.update({f"draws.{k}": v for k, v in job.draws.buffers().items()})
     return out

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium
 import torch
 from torch import Tensor
 
@@ -23,15 +22,16 @@ from steinrl import envs
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
-from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS
+from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS, halved_lr, set_lr
 from steinrl.core.priors import PRIORS
 from steinrl.core.updates import UPDATES, check_embedding_states
-from steinrl.errors import ConfigError
 from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
+from steinrl.rl.backend import check_seeds, env_backend, make_envs
 from steinrl.rl.critics import CRITICS
 from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, episode_scalars, pack, to_host, unpack
+from steinrl.rl.draws import Draws
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
@@ -39,10 +39,7 @@ from steinrl.rl.policy import POLICY_OPTIONS
 from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
 from steinrl.rl.tasks import DeviceTask, HostTask
 
-__all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "episode_scalars", "make_envs", "to_host"]
-
-
-
+__all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "env_backend", "episode_scalars", "make_envs", "to_host"]
 
 
 @dataclass
@@ -54,52 +51,6 @@ class RolloutHooks:
 
     on_rollout_start: Callable[[int], None] | None = None
     on_rollout_end: Callable[[int, Batch], bool] | None = None
-
-
-def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
-    """All ``M * E`` envs of a run as one vector env."""
-    mode = None if envs.is_steinrl_env(cfg.env) else cfg.rollout.vectorization
-    return envs.make_vec(cfg.env, cfg.particles * cfg.rollout.envs_per_particle, vectorization_mode=mode,
-                         max_episode_steps=cfg.rollout.horizon)
-
-
-def env_backend(cfg: Any, seeds: int = 1) -> str:
-    """``numpy`` or ``torch``: the rollout backend ``cfg.rollout.env_backend`` resolves to
-    (several seeds in one batch need the torch twins: each seed group resets from its own
-    generator)."""
-    from steinrl.envs.torch_tasks import TORCH_TASKS
-    from steinrl.envs.warp_mujoco import warp_backend
-
-    if warp_backend(cfg):  # a MuJoCo task on MuJoCo Warp: a device task, on any device
-        return "torch"
-    has_twin = envs.is_steinrl_env(cfg.env) and next(
-        (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
-    backend = cfg.rollout.env_backend
-    if backend == "auto":
-        return "torch" if has_twin and (seeds > 1 or torch.device(cfg.device).type != "cpu") else "numpy"
-    if backend == "torch" and not has_twin:
-        raise ConfigError(f"rollout.env_backend torch runs steinrl's tasks ({', '.join(TORCH_TASKS)}) on the device; "
-                          f"{cfg.env!r} has no torch twin: use env_backend numpy")
-    if seeds > 1 and backend != "torch":
-        raise ConfigError(f"several seeds in one batch need rollout.env_backend torch or auto (their torch twins); "
-                          f"got {backend!r}")
-    return backend
-
-
-def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
-    """The seeds of a run (``[cfg.seed]`` by default), checked for what a batch of several allows."""
-    if seeds is None:
-        return [cfg.seed]
-    seeds = list(seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds must be distinct, got {seeds}")
-    if len(seeds) > 1:
-        if cfg.rollout.sampling == "whole_episodes":
-            raise ConfigError("seeds in one batch need rollout.sampling continuing or cut (whole episodes make a "
-                              "batch as long as its slowest seed's); e.g. --preset fast")
-        if cfg.policy.normalize_obs or cfg.update.proximal_weight:
-            raise ConfigError("seeds in one batch cannot share policy.normalize_obs or update.proximal_weight")
-    return seeds
 
 
 class PolicyGradientJob:
@@ -266,9 +217,14 @@ class PolicyGradientJob:
             spaces = self.envs.single_observation_space, self.envs.single_action_space
         self.task = task
         self.sampler = Sampler(task, S * M, E, horizon, compile=cfg.rollout.compile)
-        self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds)
+        est = ESTIMATORS.get(cfg.algo.split("-", 1)[1])
+        #: the estimator: its advantages and its update, :meth:`~steinrl.rl.estimators.Estimator.learn`
+        self.estimator = est(est.Settings(**cfg.estimator), groups=S, device=cfg.device)
+        self.draws = Draws(self.seeds, cfg.device)  #: every random number of an iteration (rl/draws.py)
+        self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds, uses_critic=est.uses_critic,
+                               max_grad_norm=self.estimator.max_grad_norm, draws=self.draws)
         #: the iteration as a CUDA graph (``run.cuda_graph``), or None: eager
-        self.graph = IterationGraph(self._iterate, self.agent.draws, torch.device(cfg.device)) if graphed else None
+        self.graph = IterationGraph(self._iterate, self.draws, torch.device(cfg.device)) if graphed else None
         if self.graph is not None:
             self.agent.make_capturable()
         self._layout: list[tuple[str, tuple[int, ...]]] = []  # where each value lies in the packed iteration
@@ -309,13 +265,37 @@ class PolicyGradientJob:
             return min(1.0, min(self.env_steps) / self.cfg.total_steps)
         return min(1.0, iteration / self.cfg.iterations)
 
+    def set_step_sizes(self, iteration: int) -> None:
+        """What an iteration reads from the host, set before it runs (a replayed graph reads these
+        values): every step size, ``update.lr`` on the halving schedule (``update.lr_halving_every``)
+        and ``critic.lr``, each times the estimator's
+        :meth:`~steinrl.rl.estimators.Estimator.lr_fraction` (annealing over :meth:`progress`), and
+        the repulsion controller's choice of the iteration (the bandit's λ)."""
+        cfg, optimizer, critic = self.cfg, self.agent.optimizer, self.agent.critic
+        fraction = self.estimator.lr_fraction(self.progress(iteration))
+        if optimizer.update.repulsion is not None:
+            optimizer.update.repulsion.start(iteration, self.seeds)
+        optimizer.set_lr(halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start)
+                         * fraction)
+        if critic is not None and critic.optimizer is not None:
+            set_lr(critic.optimizer, cfg.critic.lr * fraction)
+
+    def learn(self, batch: Batch) -> UpdateStats:
+        """The estimator's update on ``batch`` (the step sizes set before, :meth:`set_step_sizes`),
+        then (``policy.obs_stats_update: after-update``) the batch's observations into the
+        statistics the next rollout acts on."""
+        stats = self.estimator.learn(self.agent, batch, self.draws)
+        if self.agent.obs_stats_after_update:
+            self.agent.fold_obs_stats(batch)
+        return stats
+
     def step(self, iteration: int, hooks: RolloutHooks | None = None) -> list[dict[str, float]] | None:
-        """Collect and update once; returns each seed's scalars (None if ``on_rollout_end`` skipped the update)."""
+        """Collect and learn once; returns each seed's scalars (None if ``on_rollout_end`` skipped the update)."""
         if hooks is not None and hooks.on_rollout_start is not None:
             hooks.on_rollout_start(iteration)
         t0 = time.perf_counter()
         if self.graph is not None and hooks is None:  # the whole iteration, replayed
-            self.agent.prepare(iteration, self.progress(iteration))
+            self.set_step_sizes(iteration)
             host = unpack(self.graph(iteration).cpu().numpy(), self._layout)  # the one transfer
             t1 = t2 = time.perf_counter()
         else:
@@ -324,8 +304,8 @@ class PolicyGradientJob:
             if hooks is not None and hooks.on_rollout_end is not None and \
                     hooks.on_rollout_end(iteration, batch) is False:
                 return None
-            stats = self.agent.update(batch, iteration, self.progress(iteration))
-            host = to_host(self._values(batch, stats))  # the one transfer
+            self.set_step_sizes(iteration)
+            host = to_host(self._values(batch, self.learn(batch)))  # the one transfer
             t2 = time.perf_counter()
         S, M = len(self.seeds), self.cfg.particles
         FiniteFlags.raise_if_any({k[len("finite/"):]: v for k, v in host.items() if k.startswith("finite/")},
@@ -367,26 +347,28 @@ class PolicyGradientJob:
         """One graph-safe iteration (the step sizes set before): collect, learn, and what the host
         reads, packed in one tensor (:func:`pack`; its layout kept for :func:`unpack`)."""
         batch = self.agent.collect(self.sampler, iteration)
-        flat, self._layout = pack(self._values(batch, self.agent.learn(batch, iteration)))
+        flat, self._layout = pack(self._values(batch, self.learn(batch)))
         return flat
 
     def state_dict(self, seed_index: int = 0) -> dict:
         """Seed ``seed_index``'s state, in the single-seed format (it resumes alone)."""
-        return {"agent": self.agent.state_dict(seed_index),
-                "sampler": self.sampler.state_dict(seed_index, len(self.seeds)),
+        G = len(self.seeds)
+        return {"agent": {**self.agent.state_dict(seed_index), **self.estimator.state_dict(seed_index, G)},
+                "sampler": self.sampler.state_dict(seed_index, G),
                 "progress": {"env_steps": self.env_steps[seed_index], "seconds": self.seconds}}
 
     def load_state_dict(self, states: list[dict] | dict) -> None:
         """Continue from one :meth:`state_dict` per seed (a single dict: one seed)."""
         states = [states] if isinstance(states, dict) else list(states)
         self.agent.load_state_dict([s["agent"] for s in states])
+        self.estimator.load_state_dict([s["agent"] for s in states])
         self.sampler.load_state_dict([s["sampler"] for s in states])
         progress = [s.get("progress", {}) for s in states]  # (checkpoints before total_steps existed: none)
         self.env_steps = [int(p.get("env_steps", 0)) for p in progress]
         self.seconds = float(progress[0].get("seconds", 0.0))
         if self.graph is not None:  # the loaded state lives in new tensors: warm up and capture again
-            self.agent.draws.thaw()
-            self.graph = IterationGraph(self._iterate, self.agent.draws, self.graph.device, self.graph.capture)
+            self.draws.thaw()
+            self.graph = IterationGraph(self._iterate, self.draws, self.graph.device, self.graph.capture)
             if self.graph.capture:
                 self.agent.make_capturable()
 

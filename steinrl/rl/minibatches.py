@@ -7,7 +7,22 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-__all__ = ["minibatch_indices", "take", "minibatches"]
+from steinrl.rl.draws import Draws
+
+__all__ = ["minibatch_indices", "minibatch_keys", "take", "minibatches"]
+
+
+def minibatch_keys(mask: Tensor, epochs: int, draws: Draws) -> Tensor:
+    """Uniform keys ``(epochs, G·M, n)`` that shuffle the samples of ``mask`` ``(G·M, n)`` into
+    minibatches (:func:`minibatch_indices`), epoch after epoch, through ``draws``
+    (``"minibatch_keys"``): each seed's ``(n, M)`` per epoch from its own ``minibatches`` stream,
+    transposed (column j's key is the same for any n > j)."""
+    M, n = mask.shape[0] // len(draws.seeds), mask.shape[1]
+
+    def draw(g: torch.Generator) -> Tensor:  # (epochs, M, n): one draw per epoch
+        return torch.stack([torch.rand((n, M), generator=g, device=draws.device).T for _ in range(epochs)])
+
+    return draws.per_seed("minibatch_keys", "minibatches", draw, dim=1)
 
 
 def minibatch_indices(mask: Tensor, minibatches: int, keys: Tensor) -> tuple[Tensor, Tensor]:
@@ -19,7 +34,7 @@ def minibatch_indices(mask: Tensor, minibatches: int, keys: Tensor) -> tuple[Ten
     its ``n_i``; the batched minibatch is ``b = ceil(n / K)`` columns wide, padding masked.
 
     :param mask: ``(M, n)`` 1 for real samples, which come first in each row (as
-        :func:`~steinrl.rl.rollout.compact` lays them out).
+        :func:`~steinrl.rl.samples.compact` lays them out).
     :param minibatches: K >= 1.
     :param keys: ``(M, n)`` uniform keys that order every particle's samples (drawn per group of
         particles, a seed, from its own stream, ``(n, M / G)`` then transposed: column j's key is

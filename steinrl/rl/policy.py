@@ -200,9 +200,17 @@ class EnsemblePolicy(nn.Module):
         """
         return self.head.sample(self.outputs(obs, dense), noise, self.head.scale())
 
-    def log_prob(self, obs: Tensor, actions: Tensor, dense: Dense | None = None) -> tuple[Tensor, Tensor]:
-        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)``."""
-        return self.head.log_prob(self.outputs(obs, dense), actions)
+    def log_prob(self, obs: Tensor, actions: Tensor, dense: Dense | None = None,
+                 mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """log π(a|s) ``(M, B)`` and the mean entropy per particle ``(M,)`` (over the real samples,
+        ``mask`` ``(M, B)`` 1, where a head's entropy depends on the state; else every column)."""
+        return self.head.log_prob(self.outputs(obs, dense), actions, mask)
+
+    def embedding(self, states: Tensor) -> Tensor:
+        """Every particle's action distribution on shared ``states`` ``(M, B, obs_dim)``, as a
+        function-space kernel (or a spread controller) sees it: ``(M, F)``
+        (:meth:`~steinrl.rl.heads.Head.function`), differentiable in the parameters."""
+        return self.head.function(self.outputs(states, self.dense()))
 
     def actor(self, noise: Tensor | None, dense: Dense | None = None, host: bool = False) -> Callable[[Any, Any], Any]:
         """The rollout's act function ``act(obs (M, E, obs_dim), t) -> actions (M, E, ...)``:

@@ -190,6 +190,15 @@ class Sampler:
         buffers = (self._obs, self._act, self._rew, self._term, self._trunc)
         self._writers = tuple(b.numpy() for b in buffers) if self.task.host else buffers
 
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        """What a batch reads from the last one or writes in place, by name: continuing sampling's
+        carry-over, the buffers and the task's tensors (a replayed CUDA graph keeps their storage)."""
+        out = {} if self.carry is None else {f"carry.{k}": v for k, v in vars(self.carry).items()}
+        if self._capacity:
+            out.update({f"buffer.{k}": v for k, v in zip(("obs", "act", "rew", "term", "trunc"), (
+                self._obs, self._act, self._rew, self._term, self._trunc))})
+        return {**out, **{f"envs.{k}": v for k, v in self.task.persistent_tensors().items()}}
+
     def state_dict(self, group: int = 0, groups: int = 1) -> dict:
         """Continuing sampling's carry-over (each env's observation and episode progress) and
         the envs' own state, of seed group ``group`` of ``groups``, so that a restored run
@@ -253,14 +262,14 @@ class Sampler:
 
     def _start(self, mode: str, seed: int | list[int] | None, draws: Draws | None) -> Start:
         """Where the batch starts: fresh episodes (reset with ``seed``; a device task's initial
-        states through ``draws``, as ``"initial_states"``, seeded by ``draws.seed_of``), or,
+        states through ``draws``, as ``"initial_states"``, seeded by ``draws.reset_seed``), or,
         continuing, where the last one ended."""
         if mode == "continuing" and self.carry is not None:
             return self.carry
         if draws is None or self.task.host:
             return Start.fresh(self.task.reset(seed))
         task = self.task
-        initial = draws("initial_states", lambda iteration: task.draw_reset(draws.seed_of(iteration)))
+        initial = draws("initial_states", lambda iteration: task.draw_reset(draws.reset_seed(iteration)))
         return Start.fresh(task.start(initial))
 
     def _carry_over(self, end: Start) -> None:
@@ -341,47 +350,3 @@ class Sampler:
                      timestep=view(books.timestep), episode_stats=books.stats,
                      episode_return=view(books.episode_return), episode_length=view(books.episode_length),
                      ended=view(books.ended))
-
-
-@dataclass
-class Samples:
-    """A batch's valid steps, compacted per particle to ``(M, n, ...)`` (n = the most valid
-    steps of any particle; shorter particles are padded and masked out)."""
-
-    obs: Tensor  # (M, n, obs_dim) float32
-    actions: Tensor  # (M, n, *action_shape)
-    timestep: Tensor  # (M, n) int32: step index within the episode
-    mask: Tensor  # (M, n) float32: 1 for real samples, 0 for padding
-    advantages: Tensor  # (M, n) float32
-    targets: Tensor | None  # (M, n) float64 value targets (None without a critic)
-
-
-def compact(batch: Batch, advantages: Tensor, targets: Tensor | None, device: torch.device,
-            trim: bool = True) -> Samples:
-    """Gather every particle's valid steps of ``batch`` into :class:`Samples` on ``device``.
-
-    :param advantages: ``(T, M, E)`` per-step advantages.
-    :param targets: ``(T, M, E)`` value targets, or None.
-    :param trim: cut the columns to the most valid steps of any particle (one host sync);
-        without, all ``T * E`` columns are kept (padding masked).
-    """
-    T, M = batch.actions.shape[:2]
-    valid = batch.valid.permute(1, 0, 2).reshape(M, -1)  # (M, T*E)
-    n_max = int(valid.sum(1).max()) if trim else valid.shape[1]
-    order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)[:, :n_max]  # (M, n_max), valid first
-    mask = torch.gather(valid, 1, order).to(device, torch.float32)
-    order = order.to(device)
-
-    def take(x: Tensor) -> Tensor:  # (T, M, E, ...) -> (M, n_max, ...)
-        x = x.to(device).transpose(0, 1).reshape(M, -1, *x.shape[3:])
-        idx = order.view(M, n_max, *([1] * (x.dim() - 2))).expand(M, n_max, *x.shape[2:])
-        return torch.gather(x, 1, idx)
-
-    return Samples(
-        obs=take(batch.obs[:T]),
-        actions=take(batch.actions),
-        timestep=take(batch.timestep[:T]),
-        mask=mask,
-        advantages=take(advantages.to(torch.float32)),
-        targets=None if targets is None else take(targets),
-    )

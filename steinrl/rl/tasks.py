@@ -76,6 +76,10 @@ class VectorTask(Protocol):
     def set_state(self, states: list[dict[str, Any]]) -> None:
         """Continue from one :meth:`get_state` per seed group."""
 
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        """The envs' tensors a batch reads from the last one, by name (a replayed CUDA graph keeps
+        their storage; none on the host)."""
+
 
 def _tensors(x: Any) -> Any:
     """Numpy arrays (nested in dicts and lists) as tensors."""
@@ -177,6 +181,9 @@ class HostTask:
             state["state"] = state["state"].double()
         self.envs.set_state({k: v.cpu().numpy() if isinstance(v, Tensor) else v for k, v in state.items()})
 
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        return {}
+
     def close(self) -> None:
         self.envs.close()
 
@@ -256,6 +263,9 @@ class DeviceTask:
         _moved(kind, saved)
         generator = torch.Generator(device=self.device).manual_seed(_restream_seed(state))
         return {**state, "rng": generator.get_state()}
+
+    def persistent_tensors(self) -> dict[str, Tensor]:
+        return self.task.device_tensors()
 
     def close(self) -> None:
         pass

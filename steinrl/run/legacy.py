@@ -1,8 +1,10 @@
-"""What earlier versions of steinrl wrote, in today's terms: keys that moved.
+"""What earlier versions of steinrl wrote, in today's terms: keys that moved, checkpoints' layouts.
 
 A key a user writes in its old place gets one error line naming the new one
-(:data:`MOVED_KEYS`, :func:`check_moved`); a run directory's saved
-config is migrated silently (:func:`migrate_run_config`), so old runs resume and evaluate.
+(:data:`MOVED_KEYS`, :func:`check_moved`); a run directory's saved config is migrated
+silently (:func:`migrate_run_config`), and so is a checkpoint's job state
+(:func:`migrate_job_state`), so old runs resume and evaluate. The one place that knows the
+old layouts: the parts themselves read only today's.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from steinrl.errors import ConfigError
 
-__all__ = ["MOVED_KEYS", "check_moved", "migrate_run_config", "migrate_overrides"]
+__all__ = ["MOVED_KEYS", "check_moved", "migrate_job_state", "migrate_run_config", "migrate_overrides"]
 
 #: Keys that have moved, with what to write instead (a saved run config is migrated: :func:`migrate_run_config`).
 MOVED_KEYS = {
@@ -72,3 +74,27 @@ def migrate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
         kernel = out.get("update.kernel", {})
         out["update.kernel"] = {**({"name": kernel} if isinstance(kernel, str) else kernel), **moved}
     return out
+
+
+def migrate_job_state(job: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's job state in today's layout. steinrl 0.2 saved the particle optimizer's torch
+    state under ``svgd``: an RL agent's with ``prev_theta`` inside and the own parameters' Adam
+    beside it under ``own_opt``; a bandit's model (``agent.model``) its optimizer's alone. Today
+    both keep it under ``particle_optimizer`` (``optimizer``, ``own_optimizer``, ``prev_theta``)."""
+    agent = job.get("agent")
+    if not isinstance(agent, dict):
+        return job
+    if "svgd" in agent:  # an RL agent's
+        agent = dict(agent)
+        old = dict(agent.pop("svgd"))
+        part = {"optimizer": {k: v for k, v in old.items() if k != "prev_theta"}}
+        if "prev_theta" in old:
+            part["prev_theta"] = old["prev_theta"]
+        if "own_opt" in agent:
+            part["own_optimizer"] = agent.pop("own_opt")
+        agent["particle_optimizer"] = part
+    model = agent.get("model")
+    if isinstance(model, dict) and "svgd" in model:  # a bandit's model
+        model = {k: v for k, v in model.items() if k != "svgd"}
+        agent = {**agent, "model": {**model, "particle_optimizer": {"optimizer": agent["model"]["svgd"]}}}
+    return {**job, "agent": agent}

@@ -30,6 +30,7 @@ from steinrl.errors import ConfigError
 from steinrl.run.algos import parse_algo
 from steinrl.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from steinrl.run.config import Config, resolve_saved
+from steinrl.run.legacy import migrate_job_state
 
 __all__ = ["Trainer", "check_device", "CHECKPOINT_FORMAT"]
 
@@ -137,7 +138,7 @@ class Trainer:
         differ = sorted(k for k in set(saved) | set(mine) if k not in _FREE_KEYS and saved.get(k) != mine.get(k))
         if differ:
             raise CheckpointError(f"{where} was written with a different config ({', '.join(differ)} differ)")
-        return state["job"]
+        return migrate_job_state(state["job"])
 
     def load_state_dict(self, states: dict[str, Any] | list[dict[str, Any]], where: str = "the checkpoint") -> None:
         """Continue from one :meth:`state_dict` per seed (a single dict: a single-seed run); each

@@ -167,10 +167,7 @@ class ParticleRegressor:
         if self.log_noise_precision is not None:
             with torch.no_grad():
                 self.log_noise_precision.copy_(state["log_noise_precision"])
-        if "svgd" in state:  # steinrl 0.2: the torch optimizer's state under "svgd"
-            self.optimizer.load_state_dict({"optimizer": state["svgd"]})
-        else:
-            self.optimizer.load_state_dict(state["particle_optimizer"])
+        self.optimizer.load_state_dict(state["particle_optimizer"])
         self.steps_taken = int(state["steps_taken"])
 
 

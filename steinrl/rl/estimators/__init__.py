@@ -1,9 +1,10 @@
 """Estimators of J(θ): REINFORCE, A2C (GAE) and PPO-clip, registered by name.
 
 An estimator turns a rollout into per-particle advantages (:meth:`Estimator.advantages`)
-and moves the particles in its own :meth:`Estimator.update`: one particle step on the batch
-(REINFORCE, A2C), or PPO's epochs of minibatch steps (``ppo.py``, read top to bottom). Adding
-one is a new module here with a class registered in :data:`ESTIMATORS` plus its import below.
+and moves the particles in its own :meth:`Estimator.learn`, one page in its module, read top to
+bottom: one particle step on the batch (``reinforce.py``, ``a2c.py``), or PPO's epochs of
+minibatch steps (``ppo.py``). Adding one is a new module here with a class registered in
+:data:`ESTIMATORS` plus its import below.
 """
 
 # isort: off

@@ -13,9 +13,18 @@ from steinrl.registry import setting, unit_interval
 from steinrl.rl.critics import fit_beside
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.embedding import shared_states
-from steinrl.rl.estimators.base import ESTIMATORS, Advantages, Estimator, EstimatorSettings, logged, masked_mean, summarize
+from steinrl.rl.estimators.base import (
+    ESTIMATORS,
+    Advantages,
+    Estimator,
+    EstimatorSettings,
+    logged,
+    masked_mean,
+    summarize,
+)
 from steinrl.rl.estimators.returns import discounted_returns, explained_variance, gae, standardize
-from steinrl.rl.rollout import Batch, compact
+from steinrl.rl.rollout import Batch
+from steinrl.rl.samples import compact
 
 if TYPE_CHECKING:
     from steinrl.rl.agent import SVPGAgent

@@ -33,7 +33,8 @@ from steinrl.rl.estimators.a2c import A2C, A2CSettings
 from steinrl.rl.estimators.base import ESTIMATORS, logged, masked_mean, summarize
 from steinrl.rl.minibatches import minibatch_keys, minibatches
 from steinrl.rl.normalization import RewardScaler
-from steinrl.rl.rollout import Batch, compact
+from steinrl.rl.rollout import Batch
+from steinrl.rl.samples import compact
 
 if TYPE_CHECKING:
     from steinrl.rl.agent import SVPGAgent
@@ -126,8 +127,9 @@ class PPO(A2C):
         advantages = self.advantages(batch, critic, normalize=s.normalize_advantages and not s.normalize_per_minibatch)
         samples = compact(batch, advantages.advantages, advantages.value_targets, agent.device, trim=agent.trim)
         with torch.no_grad():
+            old_log_prob = policy.log_prob(samples.obs, samples.actions)[0]  # (M, n)
             inputs = {"obs": policy.obs_norm(samples.obs), "actions": samples.actions, "mask": samples.mask,
-                      "advantages": samples.advantages, "old_log_prob": policy.log_prob(samples.obs, samples.actions)[0]}
+                      "advantages": samples.advantages, "old_log_prob": old_log_prob}
             if critic.joint:
                 inputs["targets"] = samples.targets.to(torch.float32)
                 if critic.clip_range_vf is not None:

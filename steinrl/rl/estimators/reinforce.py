@@ -12,7 +12,8 @@ from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.embedding import shared_states
 from steinrl.rl.estimators.base import ESTIMATORS, Advantages, Estimator, logged, masked_mean, summarize
 from steinrl.rl.estimators.returns import discounted_returns, standardize
-from steinrl.rl.rollout import Batch, compact
+from steinrl.rl.rollout import Batch
+from steinrl.rl.samples import compact
 
 if TYPE_CHECKING:
     from steinrl.rl.agent import SVPGAgent
