@@ -258,6 +258,14 @@ def test_bandits_benchmark_bad_arguments(bandits, tmp_path, capsys, args, words)
     assert files_under(tmp_path) == [type(tmp_path)("afile")]
 
 
+def test_the_recorded_commands_leave_out_where_the_files_go(uci, bandits):
+    """--out and --update-results (which copies the table to research/results/) change no number."""
+    argv = ["--seeds", "0,1", "--update-results", "--out", "/tmp/x", "--out=/tmp/y"]
+    assert uci["_command"](argv) == "python benchmarks/uci.py --seeds 0,1"
+    assert bandits["_command"](argv) == "python benchmarks/bandits.py --seeds 0,1"
+    assert bandits["RESULTS"] == ROOT / "research" / "results"
+
+
 # --- benchmarks/combine_sweeps.py ---------------------------------------------------------
 @pytest.mark.parametrize("content, words", [
     ("x,y\n1,2\n", ["is not a steinrl sweep results.csv"]),
