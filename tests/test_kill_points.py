@@ -59,11 +59,22 @@ sys.exit(run_cli(train_main, sys.argv[2:]))
 
 
 def scalars(run: Path) -> list[tuple[int, float]]:
+    return scalars_of(run, TAG)
+
+
+def scalars_of(run: Path, tag: str) -> list[tuple[int, float]]:
+    """Every ``tag`` value in the run's event files, by step. Each file is read on its own: a resume
+    within the same second as the kill writes a file whose name (time, host, pid) can sort before
+    the first one, and one accumulator over the directory would then see the steps go back and
+    drop them as orphans."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    acc.Reload()
-    return [(e.step, e.value) for e in acc.Scalars(TAG)] if TAG in acc.Tags()["scalars"] else []
+    found = []
+    for events in sorted(run.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        found += [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+    return sorted(found)
 
 
 def without_times(rows: list[dict]) -> list[dict]:
@@ -131,3 +142,20 @@ def test_fault_injection_counts_a_kill_after_the_run_finished_as_a_complete_run(
     trial = runs.Trial("rl", 0, signal.SIGKILL, 0, plan="kill@rows=11+50.0ms")
     runs.resume(trial, tmp_path, kind, had_checkpoint=True, late=False)
     assert trial.ok and "resume=2(already complete)" in trial.notes, trial.line()
+
+
+def test_a_resumed_runs_event_file_sorts_after_the_first(tmp_path):
+    """TensorBoard reads a run directory's event files in name order (``...tfevents.<second>.<host>.
+    <pid>...``): a resume within the second of the kill, in a process with a lower pid, would sort
+    first and its steps would look like a restart. The logger starts its file in a later second."""
+    from steinrl.run.logger import RunLogger
+
+    first = RunLogger(tmp_path)
+    first.log(0, {"rollout/ep_rew_mean": 1.0})
+    first.close()
+    resumed = RunLogger(tmp_path, start_iteration=1)
+    resumed.log(1, {"rollout/ep_rew_mean": 2.0})
+    resumed.close()
+    files = sorted(tmp_path.glob("events.out.tfevents.*"))
+    assert len(files) == 2 and int(files[0].name.split(".")[3]) < int(files[1].name.split(".")[3])
+    assert [step for step, _ in scalars_of(tmp_path, "rollout/ep_rew_mean")] == [0, 1]

@@ -7,12 +7,29 @@ The x-axis of every scalar is the iteration (the papers' figures are per iterati
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from steinrl.run.checkpoint import write_atomic
 
 METRICS_NAME = "metrics.jsonl"
+
+
+def _after_earlier_event_files(run_dir: Path) -> None:
+    """Wait (under a second) until the clock's second is past every event file's already in
+    ``run_dir``: an event file is named ``events.out.tfevents.<second>.<host>.<pid>...`` and
+    TensorBoard reads a directory's files in name order, so a resume within the second of the kill
+    could otherwise sort before the first file (a lower pid) and see its steps go back."""
+    seconds = []
+    for path in run_dir.glob("events.out.tfevents.*"):
+        part = path.name.split(".")[3]
+        if part.isdigit():
+            seconds.append(int(part))
+    if seconds:
+        latest = max(seconds)
+        while int(time.time()) <= latest:
+            time.sleep(0.05)
 
 
 class RunLogger:
@@ -39,6 +56,7 @@ class RunLogger:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
+            _after_earlier_event_files(self.run_dir)
             self.writer = SummaryWriter(str(self.run_dir), purge_step=start_iteration or None)
 
     def _truncate(self, start_iteration: int) -> None:
