@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.run.cli_base import Parser, output_dir, run_cli  # noqa: E402
+from steinrl.run.compare import split_source  # noqa: E402
 from steinrl.run.sweep_report import (  # noqa: E402
     TrialRun,
     plot_curves,
@@ -58,7 +59,6 @@ from steinrl.run.sweep_report import (  # noqa: E402
     write_results_csv,
     write_summary,
 )
-from steinrl.sb3.compare import split_source  # noqa: E402
 
 
 def parse_source(text: str) -> tuple[Path, dict]:

@@ -102,7 +102,7 @@ def test_bad_best_options(tmp_path, capsys, value, message):
 
 
 def test_compare_scores_the_best_checkpoint(tmp_path, monkeypatch):
-    from steinrl.sb3.compare import compare_runs
+    from steinrl.run.compare import compare_runs
 
     monkeypatch.setattr(best_module, "heldout_score", scripted({1: 1.0, 2: 3.0, 3: 2.0}))
     run = trained_run(tmp_path, iterations=3, **{"run.best_every": 1})

@@ -1,4 +1,4 @@
-"""The side-by-side evaluation (steinrl.sb3.evaluation, ``steinrl compare``): the ensemble's
+"""The side-by-side evaluation (steinrl.run.compare_eval, ``steinrl compare``): the ensemble's
 acting modes on a hand-made ensemble whose returns are known, the run bookkeeping (best
 training particle, env steps, seconds) on hand-written metrics, and the command end to end."""
 
@@ -12,10 +12,8 @@ import torch
 from conftest import trained_run
 
 from steinrl.run.cli import run_cli, steinrl_main, train
-from steinrl.run.config import load_config
-from steinrl.sb3 import EnsembleSB3Policy
-from steinrl.sb3.compare import COLUMNS
-from steinrl.sb3.evaluation import (
+from steinrl.run.compare import COLUMNS
+from steinrl.run.compare_eval import (
     best_training_particle,
     episode_returns,
     episode_stats,
@@ -25,6 +23,8 @@ from steinrl.sb3.evaluation import (
     total_env_steps,
     wall_seconds,
 )
+from steinrl.run.config import load_config
+from steinrl.sb3 import EnsembleSB3Policy
 
 #: Particle i's action is BIAS[i] whatever it sees; an episode is 5 steps of reward = action.
 BIAS = [-1.0, 1.5, 0.5]
@@ -92,7 +92,7 @@ def test_forward_distance_on_hopper_is_the_torso_x_of_mujoco():
     minus its value at the reset (read from the simulator, not from info)."""
     pytest.importorskip("mujoco")
     from steinrl import envs
-    from steinrl.sb3.evaluation import ForwardDistance
+    from steinrl.run.compare_eval import ForwardDistance
 
     env = ForwardDistance(envs.make("Hopper-v5"))
     env.reset(seed=0)
@@ -119,7 +119,7 @@ def test_the_ablation_table_orders_a_task_and_names_the_better_sb3_ppo():
     a Stein row without its independent twin (same estimator and M) is named under the table."""
     from scipy import stats
 
-    from steinrl.sb3.compare import summary_table
+    from steinrl.run.compare import summary_table
 
     hopper = [_row("Hopper-v5", "sb3-ppo-zoo", 1, "sb3", 772.9, forward=0.2),
               _row("Hopper-v5", "independent-ppo", 4, "ensemble-select", 1028.0, forward=0.5),
@@ -156,7 +156,7 @@ def test_the_table_counts_the_runs_that_reach_the_tasks_reward_threshold():
     """The "reward threshold" column: the runs whose evaluation return is at least the task's
     Gymnasium reward_threshold (MountainCarContinuous-v0's 90: the goal reached at little action
     cost; SparseHalfCheetah's 1: on average one step past 5 m), "–" where a task has none."""
-    from steinrl.sb3.compare import reward_threshold, summary_table
+    from steinrl.run.compare import reward_threshold, summary_table
 
     assert reward_threshold("MountainCarContinuous-v0") == 90.0
     assert reward_threshold("SparseHalfCheetah") == reward_threshold("steinrl/SparseHalfCheetah-v1") == 1.0
@@ -197,6 +197,26 @@ def test_sample_mode_draws_a_particle_per_episode():
     assert min(counts) >= 5  # 40 uniform draws of 3: each at least 5 times (P(fail) < 1e-3)
 
 
+@pytest.mark.parametrize("mode", ["particle", "sample", "mean"])
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_predictor_compare_scores_with_acts_as_the_sb3_policy(mode, deterministic):
+    """EnsemblePredictor (what evaluate_record scores a steinrl ensemble with, no SB3 import) and
+    EnsembleSB3Policy play the same episodes on Pendulum, in every acting mode, actions clipped alike."""
+    from steinrl import envs
+    from steinrl.run.compare_eval import EnsemblePredictor
+
+    cfg = load_config("svgd-ppo", "Pendulum-v1", {"particles": 3, "policy.log_std_init": 1.0})
+    env = envs.make("Pendulum-v1")
+    sb3 = EnsembleSB3Policy(env.observation_space, env.action_space, cfg, act_mode=mode, particle=2, seed=4)
+    ours = EnsemblePredictor(sb3.ensemble, env.action_space, act_mode=mode, particle=2, seed=4)
+    env.close()
+
+    def make_env():
+        return envs.make("Pendulum-v1", max_episode_steps=30)
+
+    assert episode_stats(ours, make_env, 3, 7, deterministic) == episode_stats(sb3, make_env, 3, 7, deterministic)
+
+
 def test_best_training_particle_reads_the_last_iteration_with_episodes():
     rows = [{"particles/ep_rew_mean_00": 1.0, "particles/ep_rew_mean_01": 5.0, "particles/ep_rew_mean_02": 2.0},
             {"particles/ep_rew_mean_00": 9.0, "particles/ep_rew_mean_01": math.nan, "particles/ep_rew_mean_02": 3.0},
@@ -223,8 +243,8 @@ def test_env_steps_and_seconds_by_hand():
 def test_a_sweep_trial_still_running_is_counted_as_unfinished():
     """A sweep trial's last report says whether it reached its stopping rule; the table counts
     the seeds that did not (a run directory's rows do not say: neither)."""
-    from steinrl.sb3.compare import summary_table
-    from steinrl.sb3.evaluation import finished
+    from steinrl.run.compare import summary_table
+    from steinrl.run.compare_eval import finished
 
     assert finished([{"done": False}, {"done": True}]) is True and finished([{"done": False}]) is False
     assert finished([{"iteration": 3}]) is None and finished([]) is None
@@ -325,8 +345,8 @@ def test_a_sweep_trial_directory_is_found_and_scored(tmp_path):
     its grid values are named."""
     import json
 
+    from steinrl.run.compare import compare_runs
     from steinrl.run.trainer import Trainer
-    from steinrl.sb3.compare import compare_runs
 
     cfg = load_config("sb3-ppo", "Pendulum-v1", {"sb3.timesteps": 128, "sb3.n_steps": 64, "sb3.horizon": 20})
     trainer = Trainer(cfg)
@@ -352,8 +372,8 @@ def test_two_sweeps_of_one_algorithm_with_different_settings_are_not_pooled(tmp_
     differing values are named in ``params``, the shared ones (total steps) are not."""
     import json
 
+    from steinrl.run.compare import compare_runs, summary_table
     from steinrl.run.trainer import Trainer
-    from steinrl.sb3.compare import compare_runs, summary_table
 
     cfg = load_config("sb3-ppo", "Pendulum-v1", {"sb3.timesteps": 64, "sb3.n_steps": 64, "sb3.horizon": 20})
     trainer = Trainer(cfg)

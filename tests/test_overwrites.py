@@ -57,7 +57,7 @@ def test_compare_splits_runs_whose_settings_differ_and_explains_its_columns(tmp_
     """A function-space run and an IMQ run of seed 0 (plain run directories, no sweep) became one
     row "seeds 2" with empty params; now each is its own row, named by the settings that differ,
     and the terminal and comparison.md say what the columns mean."""
-    from steinrl.sb3.compare import compare_runs, summary_table
+    from steinrl.run.compare import compare_runs, summary_table
 
     root = tmp_path / "runs"
     trained_run(root, "svgd-a2c", "Cartpole", run_name="functions", **{"update.kernel": {"space": "functions"}})

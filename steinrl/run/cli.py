@@ -276,8 +276,8 @@ def _summary(trainer: Trainer, run_dir: Path, cfg: Config, status: str, first: i
 
 # --- the steinrl command ----------------------------------------------------------------
 def compare_main(argv: Sequence[str] | None = None, prog: str = "steinrl compare") -> int:
-    """``steinrl compare``: :mod:`steinrl.sb3.compare`, imported on use (it sits above ``run``)."""
-    from steinrl.sb3.compare import compare_main as main
+    """``steinrl compare``: :func:`steinrl.run.compare.compare_main` (imported on use, as the trainer is)."""
+    from steinrl.run.compare import compare_main as main
 
     return main(argv, prog=prog)
 

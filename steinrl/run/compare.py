@@ -2,7 +2,7 @@
 
 PATH is a run directory, a checkpoint, a logdir or a sweep's output directory (its Ray
 trial directories are found under ``<out>/ray/``); every run found is scored by
-:func:`steinrl.sb3.evaluation.evaluate_record` (SB3's ``evaluate_policy``, deterministic,
+:func:`steinrl.run.compare_eval.evaluate_record` (SB3's ``evaluate_policy``, deterministic,
 10 episodes, the same seed for every run). Writes ``comparison.csv`` (one row per run and
 policy: return mean and std, episode length, forward distance, total env steps, wall-clock
 seconds, ...) and ``comparison.md`` (per task, algorithm, particle count M, grid point and
@@ -36,9 +36,9 @@ from typing import Any
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser
-from steinrl.sb3.compare_notes import column_notes, replaced_table, run_settings
-from steinrl.sb3.compare_table import MOVED_METRES, SB3_PPOS, reward_threshold, summary_table
-from steinrl.sb3.evaluation import ENSEMBLE_MODES, RunRecord, evaluate_record, find_runs
+from steinrl.run.compare_eval import ENSEMBLE_MODES, RunRecord, evaluate_record, find_runs
+from steinrl.run.compare_notes import column_notes, replaced_table, run_settings
+from steinrl.run.compare_table import MOVED_METRES, SB3_PPOS, reward_threshold, summary_table
 
 __all__ = ["compare_main", "compare_runs", "reward_threshold", "summary_table"]
 
@@ -101,7 +101,7 @@ def _name_differing_overrides(rows: list[dict[str, Any]], overrides: list[dict[s
 def compare_runs(paths: Sequence[str | Path], labels: Sequence[dict[str, str]] | None = None,
                  checkpoint: str = "last", **options: Any) -> list[dict[str, Any]]:
     """The evaluation rows of every run under ``paths`` (``options``: of :func:`evaluate_record`;
-    ``checkpoint``: of :func:`~steinrl.sb3.evaluation.find_runs`, ``best`` scores each run's best.pt).
+    ``checkpoint``: of :func:`~steinrl.run.compare_eval.find_runs`, ``best`` scores each run's best.pt).
 
     ``params`` names a sweep trial's grid / search values and the spec ``config`` values that
     differ between the compared trials of the same env and algo; ``labels[i]`` (optional), the

@@ -13,7 +13,7 @@ __all__ = ["column_notes", "replaced_table", "run_settings"]
 
 
 def run_settings(record: Any) -> dict[str, Any]:
-    """A :class:`~steinrl.sb3.evaluation.RunRecord`'s resolved config (its ``config.yaml``, else its
+    """A :class:`~steinrl.run.compare_eval.RunRecord`'s resolved config (its ``config.yaml``, else its
     checkpoint's) less its seed, length, device and ``run`` section
     (:func:`steinrl.run.plotting.config_identity`): two runs that differ here are not pooled."""
     from steinrl.run.checkpoint import load_checkpoint
@@ -27,7 +27,7 @@ def run_settings(record: Any) -> dict[str, Any]:
 
 
 def column_notes(moved: float) -> list[str]:
-    """One line per column of :func:`steinrl.sb3.compare.summary_table` (``moved``: its metres)."""
+    """One line per column of :func:`steinrl.run.compare.summary_table` (``moved``: its metres)."""
     return [
         "Columns:",
         "- policy: `best-train` is the run's particle with the best training return (its last iteration with "

@@ -7,7 +7,8 @@ each env in a ``Monitor``, so the returns are the raw episode returns), seeded w
 
 - An SB3 run (``sb3-ppo``, ``sb3-ppo-zoo``) acts through its policy with the run's saved
   VecNormalize observation statistics (:class:`steinrl.baselines.sb3_ppo.NormalizedPolicy`).
-- A steinrl RL run acts through :class:`~steinrl.sb3.policy.EnsembleSB3Policy`, as two rows:
+- A steinrl RL run acts through :class:`EnsemblePredictor` (SB3's ``predict`` on the ensemble,
+  as :class:`~steinrl.sb3.policy.EnsembleSB3Policy` acts), as two rows:
   ``best-train``: the particle with the best training return (its mean return over the
   episodes it finished in the last iteration that has any); and the ensemble acting as one
   policy in ``ensemble`` mode: ``select`` (default; each particle plays ``heldout_episodes``
@@ -38,9 +39,12 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from steinrl import envs
 from steinrl.errors import ConfigError
+from steinrl.rl.evaluation import ACT_MODES, EnsembleActor
+from steinrl.rl.policy import EnsemblePolicy
 from steinrl.run.best import BEST_NAME, read_best
 from steinrl.run.checkpoint import CHECKPOINT_NAME
 from steinrl.run.config import Config
@@ -49,6 +53,7 @@ from steinrl.run.logger import read_metrics
 
 __all__ = [
     "ENSEMBLE_MODES",
+    "EnsemblePredictor",
     "ForwardDistance",
     "RunRecord",
     "best_training_particle",
@@ -71,6 +76,54 @@ class RunRecord:
     path: Path  #: the run / trial directory
     checkpoint: Path  #: its (latest) checkpoint
     rows: list[dict[str, Any]]  #: its metrics, one row per iteration, in order (resumed rows once)
+
+
+class EnsemblePredictor:
+    """An ensemble acting as one policy through SB3's ``predict`` (what ``evaluate_policy`` calls),
+    on a VecEnv's observations ``(n_envs, obs_dim)``: the actions of :class:`EnsembleActor`
+    (deterministic: a particle's mean action / arg-max), reshaped to ``(n_envs, *action_shape)``
+    and clipped to a Box action space, as SB3's ``BasePolicy.predict`` does.
+
+    :param ensemble: the trained policy particles.
+    :param action_space: the task's action space.
+    :param act_mode: ``particle``, ``sample`` or ``mean`` (:data:`~steinrl.rl.evaluation.ACT_MODES`).
+    :param particle: the particle of ``particle`` mode; ``seed``: the particle draws and action noise.
+    """
+
+    def __init__(self, ensemble: EnsemblePolicy, action_space: gym.Space, act_mode: str = "particle",
+                 particle: int = 0, seed: int | None = None) -> None:
+        self.ensemble, self.action_space, self.seed = ensemble, action_space, seed
+        self.actor = EnsembleActor(ensemble, mode=act_mode, particle=particle, seed=seed)
+
+    @property
+    def num_particles(self) -> int:
+        return self.ensemble.num_particles
+
+    def set_act_mode(self, act_mode: str | None = None, particle: int | None = None, seed: int | None = None) -> None:
+        """Change how the ensemble acts; restarts the random stream (from ``seed`` if given, else the last seed)."""
+        old = self.actor
+        mode = old.mode if act_mode is None else act_mode
+        if mode not in ACT_MODES:
+            raise ValueError(f"unknown act_mode {mode!r}; choices: {', '.join(ACT_MODES)}")
+        self.seed = self.seed if seed is None else int(seed)
+        self.actor = EnsembleActor(self.ensemble, mode=mode, particle=old.particle if particle is None else particle,
+                                   seed=self.seed)
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: np.ndarray | None = None,
+                deterministic: bool = False) -> tuple[np.ndarray, Any]:
+        """Actions ``(n_envs, *action_shape)`` for observations ``(n_envs, obs_dim)``; in ``sample``
+        mode the envs whose episode starts (``episode_start`` (n_envs,) bool) draw new particles."""
+        actor = self.actor
+        if actor.mode == "sample" and episode_start is not None:
+            starting = np.asarray(episode_start, dtype=bool).reshape(-1)
+            if starting.any() or actor.assigned is None or len(actor.assigned) != len(starting):
+                actor.reset(starting=starting)
+        obs = torch.as_tensor(np.array(observation), device=actor.generator.device).float()
+        actor.deterministic = deterministic
+        actions = actor.act(obs.reshape(obs.shape[0], -1)).cpu().numpy().reshape((-1, *self.action_space.shape))
+        if isinstance(self.action_space, gym.spaces.Box):
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        return actions, state
 
 
 def _trial_rows(trial: Path) -> list[dict[str, Any]]:
@@ -224,7 +277,8 @@ def episode_returns(policy: Any, make_env: Callable[[], Any], episodes: int, see
 def select_particle(policy: Any, make_env: Callable[[], Any], episodes: int, seed: int,
                     deterministic: bool = True) -> tuple[int, list[float], int]:
     """``(best particle, each particle's mean return, env steps taken)``: every particle of an
-    :class:`~steinrl.sb3.policy.EnsembleSB3Policy` plays ``episodes`` episodes seeded ``seed``."""
+    :class:`EnsemblePredictor` (or an :class:`~steinrl.sb3.policy.EnsembleSB3Policy`) plays
+    ``episodes`` episodes seeded ``seed``."""
     scores, steps = [], 0
     for i in range(policy.num_particles):
         policy.set_act_mode("particle", particle=i, seed=seed)
@@ -261,8 +315,6 @@ def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemb
                     device: str = "cpu") -> list[dict[str, Any]]:
     """The evaluation rows of one run (see the module docstring): one for an SB3 run, two for a
     steinrl RL run (``best-train`` and ``ensemble-<mode>``), none for a run without a policy."""
-    from steinrl.sb3.policy import EnsembleSB3Policy
-
     if ensemble not in ENSEMBLE_MODES:
         raise ConfigError(f"ensemble mode must be one of {', '.join(ENSEMBLE_MODES)}, got {ensemble!r}")
     cfg, policy, _ = load_run(record.checkpoint, device=device)
@@ -272,9 +324,9 @@ def evaluate_record(record: RunRecord, episodes: int = 10, seed: int = 0, ensemb
     if "rollout" not in cfg:  # an SB3 run
         return [_row(record, cfg, "sb3", episode_stats(policy, make_env, episodes, seed, deterministic))]
     single = make_env()
-    spaces = single.observation_space, single.action_space
+    action_space = single.action_space
     single.close()
-    actor = EnsembleSB3Policy(*spaces, cfg, act_mode="particle", seed=seed, ensemble=policy).to(device)
+    actor = EnsemblePredictor(policy, action_space, act_mode="particle", seed=seed)
     best = best_training_particle(record.rows, cfg.particles)
     actor.set_act_mode("particle", particle=best, seed=seed)
     rows = [_row(record, cfg, "best-train", episode_stats(actor, make_env, episodes, seed, deterministic),
