@@ -15,7 +15,7 @@ sampling, 50 envs per particle) it prints:
    at the 10-seed count, random actions pre-drawn on the device;
 3. the 10-seed aggregate: seeds 0..9 as one batch (``steinrl.Trainer(cfg, seeds)``),
    all seeds' env steps per second;
-4. one fused SVGD direction (:func:`steinrl.core.svgd.svgd_direction`, float32, median
+4. one fused SVGD direction (:func:`steinrl.core.stein.svgd_direction`, float32, median
    bandwidth on the device) for M ∈ {16, 256, 1024} × D ∈ {1e4, 1e6}, beside its
    memory-bandwidth bound: the bytes of Θ and the gradients read once (2·M·D·4) ÷ the
    device's bandwidth, measured here as the best of a few large device-to-device copies
@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from env_torch_throughput import torch_steps_per_s  # noqa: E402  (benchmarks/, the same protocol)
 
-from steinrl.core.svgd import svgd_direction  # noqa: E402
+from steinrl.core.stein import svgd_direction  # noqa: E402
 from steinrl.rl.graph import WARMUP, persistent_tensors  # noqa: E402
 from steinrl.run.config import load_config  # noqa: E402
 from steinrl.run.trainer import Trainer  # noqa: E402

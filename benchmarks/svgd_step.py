@@ -7,7 +7,7 @@
 Section 3, the roofline (M up to 1024 on the CPU, bf16 included), took about 11 minutes on a
 2-core machine, so it runs only with ``--roofline`` or ``--roofline-only``.
 
-1. One SVGD direction (:func:`steinrl.core.svgd.svgd_direction`: distances, median bandwidth,
+1. One SVGD direction (:func:`steinrl.core.stein.svgd_direction`: distances, median bandwidth,
    kernel, attractive + repulsive terms) vs a naive Python double loop over particle
    pairs (same maths, one pair at a time) for M ∈ {16, 64, 256}, D ∈ {1e3, 1e4, 1e5},
    float32 on CPU. Where the full loop would take too long, it is timed on the first k
@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import steinrl.core.ensemble as ensemble_mod  # noqa: E402
 from steinrl.core.ensemble import EnsembleMLP  # noqa: E402
-from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, svgd_direction  # noqa: E402
+from steinrl.core.stein import ATTRACTIVE_NORM_MAX_DIM, svgd_direction  # noqa: E402
 
 
 def naive_svgd_rows(theta: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:

@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
+from steinrl.core.couplings import COUPLINGS, check_embedding_states  # noqa: E402
 from steinrl.core.kernels import kernel_spec  # noqa: E402
 from steinrl.core.methods import METHODS  # noqa: E402
-from steinrl.core.updates import UPDATES, check_embedding_states  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
 from steinrl.registry import coerce  # noqa: E402
 from steinrl.run.cli_base import Parser, input_path, output_dir, run_cli  # noqa: E402
@@ -95,7 +95,7 @@ def _init_worker() -> None:
 
 def is_stein(method: str) -> bool:
     """True for a particle method moved by the Stein update (``--update`` applies to it)."""
-    return method in PARTICLE_METHODS and METHODS.get(method).update == "stein"
+    return method in PARTICLE_METHODS and METHODS.get(method).coupling == "stein"
 
 
 #: the Stein methods' kernel here unless ``--update kernel=...`` sets its parameters
@@ -106,7 +106,7 @@ def parse_update(items: list[str], batch_size: int) -> dict:
     """``--update KEY=VALUE`` items as checked options of the Stein update, as given (YAML values;
     a kernel mapping sets parameters of :data:`DEFAULT_KERNEL`); one :class:`ConfigError` line for
     an unknown key, a bad value, or shared inputs (``states``) above the batch."""
-    options = {o.name: o for o in UPDATES.get("stein").options}
+    options = {o.name: o for o in COUPLINGS.get("stein").options}
     out: dict = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -237,7 +237,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="log γ = noise_scale · (optimised coordinate); see fit_regressor")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--update", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the Stein methods' particle update, e.g. 'kernel={space: functions, "
+                        help="an option of the Stein methods' coupling, e.g. 'kernel={space: functions, "
                              "states: 32}' or 'repulsion={name: share, target: 0.2}' (repeatable; the other methods "
                              "ignore it)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="directory of uci_<set>.md (default runs/benchmarks)")

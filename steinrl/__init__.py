@@ -3,7 +3,7 @@ structured (Householder / Kronecker) weight priors, for policy gradient and beyo
 
 The particle core (torch only) is imported eagerly::
 
-    from steinrl import ParticleOptimizer, SteinUpdate, RBFKernel, EnsembleMLP, GaussianPrior
+    from steinrl import ParticleOptimizer, SteinCoupling, RBFKernel, EnsembleMLP, GaussianPrior
 
 The run layer is imported on first use::
 
@@ -14,22 +14,22 @@ The run layer is imported on first use::
 
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from steinrl.core import (  # noqa: E402
+    COUPLINGS,
     LAYERS,
     METHODS,
     PRIORS,
-    UPDATES,
     EnsembleMLP,
     GaussianPrior,
     IMQKernel,
-    IndependentUpdate,
+    IndependentCoupling,
     InvGammaPrior,
     JointGammaPrior,
     ParticleOptimizer,
     RBFKernel,
-    SteinUpdate,
+    SteinCoupling,
     make_layer,
     make_prior,
     mlp_forward,
@@ -39,9 +39,9 @@ from steinrl.errors import ConfigError  # noqa: E402
 
 _LAZY = {"Trainer": "steinrl.run.trainer", "load_config": "steinrl.run.config", "Config": "steinrl.run.config"}
 
-__all__ = ["ParticleOptimizer", "SteinUpdate", "IndependentUpdate", "RBFKernel", "IMQKernel", "EnsembleMLP",
-           "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "LAYERS", "METHODS", "PRIORS", "UPDATES", "make_layer",
-           "make_prior", "mlp_forward", "svgd_direction", "ConfigError", *_LAZY]
+__all__ = ["ParticleOptimizer", "SteinCoupling", "IndependentCoupling", "RBFKernel", "IMQKernel", "EnsembleMLP",
+           "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "LAYERS", "METHODS", "PRIORS", "COUPLINGS",
+           "make_layer", "make_prior", "mlp_forward", "svgd_direction", "ConfigError", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

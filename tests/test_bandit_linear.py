@@ -44,7 +44,7 @@ def test_posterior_after_chunked_updates_equals_batch_closed_form(intercept):
     assert model.dim == num_features + intercept
     bounds = [0, 1, 2, 40, 41, 170, 300]  # single rows, a chunk, an empty-for-some-arms chunk
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        model.update(features[start:stop], arms[start:stop], rewards[start:stop])
+        model.observe(features[start:stop], arms[start:stop], rewards[start:stop])
         _ = model.mean  # reading in between must not change the result
     for arm in range(num_arms):
         mask = arms == arm
@@ -64,7 +64,7 @@ def test_fit_replaces_the_data_and_reset_forgets_it():
     rng = np.random.default_rng(1)
     features, arms, rewards = toy_data(rng, 120, 3, 2)
     model = NIGLinearRegression(2, 3, a0=2.0, b0=0.5, lambda_prior=1.0)
-    model.update(*toy_data(rng, 50, 3, 2))
+    model.observe(*toy_data(rng, 50, 3, 2))
     model.fit(features, arms, rewards)
     for arm in range(2):
         mean, covariance, _, a, b = batch_posterior(features[arms == arm], rewards[arms == arm], True, 2.0, 0.5, 1.0)
@@ -82,7 +82,7 @@ def test_samples_match_student_t_moments():
     rng = np.random.default_rng(2)
     features, arms, rewards = toy_data(rng, 12, 2, 2)  # little data: wide, heavy-tailed posterior
     model = NIGLinearRegression(2, 2)
-    model.update(features, arms, rewards)
+    model.observe(features, arms, rewards)
     num_samples = 200_000
     samples = model.sample(np.random.default_rng(3), num_samples)  # S k D
     assert samples.shape == (num_samples, 2, 3)
@@ -107,7 +107,7 @@ def test_single_draw_shape_and_thompson_rewards_concentrate_on_the_truth():
     arms = rng.integers(0, 2, 4000)
     rewards = np.einsum("nf,nf->n", features, weights[arms]) + offsets[arms] + 0.01 * rng.standard_normal(4000)
     model = NIGLinearRegression(2, 3)
-    model.update(features, arms, rewards)
+    model.observe(features, arms, rewards)
     assert model.sample(rng).shape == (2, 4)
     test_features = rng.standard_normal((5, 3))
     np.testing.assert_allclose(model.sample_rewards(test_features, rng), test_features @ weights.T + offsets, atol=0.02)
@@ -116,10 +116,10 @@ def test_single_draw_shape_and_thompson_rewards_concentrate_on_the_truth():
 def test_input_validation():
     model = NIGLinearRegression(2, 3)
     with pytest.raises(ValueError, match="arms"):
-        model.update(np.zeros((2, 3)), np.array([0, 2]), np.zeros(2))
+        model.observe(np.zeros((2, 3)), np.array([0, 2]), np.zeros(2))
     with pytest.raises(ValueError, match=r"\(n, 3\)"):
-        model.update(np.zeros((2, 4)), np.array([0, 1]), np.zeros(2))
+        model.observe(np.zeros((2, 4)), np.array([0, 1]), np.zeros(2))
     with pytest.raises(ValueError, match="one arm and one reward"):
-        model.update(np.zeros((2, 3)), np.array([0]), np.zeros(2))
+        model.observe(np.zeros((2, 3)), np.array([0]), np.zeros(2))
     with pytest.raises(ConfigError, match="lambda_prior"):
         NIGLinearRegression(2, 3, lambda_prior=0.0)

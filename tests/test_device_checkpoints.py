@@ -85,5 +85,5 @@ def test_a_device_task_saved_on_another_device_type_reseeds_its_stream(tmp_path)
 def test_optimizer_step_counts_stay_on_the_cpu_after_a_restore(tmp_path):
     cfg, _ = trained(tmp_path, "numpy")
     again = steinrl.Trainer(cfg).restore(tmp_path / "c.pt")
-    steps = [s["step"] for s in again.job.agent.optimizer.optimizer.state.values()]
+    steps = [s["step"] for s in again.job.agent.particle_optimizer.torch_optimizer.state.values()]
     assert steps and all(t.device.type == "cpu" for t in steps)

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import steinrl
+from steinrl.core.couplings import SteinCoupling
 from steinrl.core.function_space import function_space_direction
 from steinrl.core.kernels import make_kernel
 from steinrl.core.particle_optimizer import ParticleOptimizer
-from steinrl.core.svgd import flatten, svgd_direction
-from steinrl.core.updates import SteinUpdate
+from steinrl.core.stein import flatten, svgd_direction
 
 F64 = torch.float64
 
@@ -126,12 +126,12 @@ def test_parameters_the_outputs_do_not_reach_keep_the_weight_space_driving_term(
 
 def test_the_particle_optimizer_asks_for_the_outputs():
     params, f, _ = tiny()
-    opt = ParticleOptimizer(params, SteinUpdate({"space": "functions", "states": 5}), lr=0.1, optimizer="sgd")
+    opt = ParticleOptimizer(params, SteinCoupling({"space": "functions", "states": 5}), lr=0.1, optimizer="sgd")
     objective = -sum(p.square().reshape(4, -1).sum(1) for p in params)
     with pytest.raises(ValueError, match="outputs"):
         opt.step(objective)
     before = flatten([p.detach() for p in params]).clone()
-    info = opt.step(-sum(p.square().reshape(4, -1).sum(1) for p in params), embed=lambda: f(params)).direction
+    info = opt.step(-sum(p.square().reshape(4, -1).sum(1) for p in params), embed=lambda: f(params)).coupling_stats
     assert not torch.equal(before, flatten([p.detach() for p in params])) and float(info["repulsive_norm"]) > 0
 
 

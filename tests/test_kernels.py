@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from steinrl.core.couplings import SteinCoupling, make_coupling
 from steinrl.core.kernels import KERNELS, IMQKernel, RBFKernel, kernel_spec, make_kernel
 from steinrl.core.particle_optimizer import ParticleOptimizer
-from steinrl.core.svgd import svgd_direction
-from steinrl.core.updates import SteinUpdate, make_update
+from steinrl.core.stein import svgd_direction
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config
 
@@ -110,7 +110,7 @@ def test_imq_svgd_covers_both_modes():
     collapse to spread < 0.05, see test_svgd)."""
     gen = torch.Generator().manual_seed(0)
     p = torch.nn.Parameter(0.1 * torch.randn(100, 1, generator=gen, dtype=F64))
-    opt = ParticleOptimizer([p], SteinUpdate("imq"), lr=0.05, optimizer="adam")
+    opt = ParticleOptimizer([p], SteinCoupling("imq"), lr=0.05, optimizer="adam")
     for _ in range(600):
         opt.step(_log_mixture(p).squeeze(1))
     x = p.detach().squeeze(1)
@@ -138,12 +138,12 @@ def test_kernels_are_objects_with_their_own_parameters():
 
 def test_kernel_choice_and_errors():
     p = torch.nn.Parameter(torch.zeros(3, 2))
-    assert isinstance(make_update("stein", kernel="imq").kernel, IMQKernel)
-    assert isinstance(make_update("stein").kernel, RBFKernel)
+    assert isinstance(make_coupling("stein", kernel="imq").kernel, IMQKernel)
+    assert isinstance(make_coupling("stein").kernel, RBFKernel)
     with pytest.raises(ValueError, match="does not take"):
-        make_update("independent", kernel="imq")
+        make_coupling("independent", kernel="imq")
     with pytest.raises(ConfigError, match="rbf, imq"):
-        ParticleOptimizer([p], SteinUpdate("laplace"), lr=0.1)
+        ParticleOptimizer([p], SteinCoupling("laplace"), lr=0.1)
     with pytest.raises(ValueError, match="beta"):
         IMQKernel(0.5)
     with pytest.raises(ConfigError, match=r"kernel 'imq': parameter 'beta' must be in \(-1, 0\)"):

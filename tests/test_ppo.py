@@ -88,8 +88,8 @@ def test_an_update_moves_the_particles_once_per_minibatch_per_epoch(monkeypatch)
     trainer = steinrl.Trainer(config(**{"estimator.minibatches": 3, "estimator.epochs": 2}))
     agent = trainer.job.agent
     calls = []
-    step = agent.optimizer.step
-    monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: calls.append(1) or step(*a, **k))
+    step = agent.particle_optimizer.step
+    monkeypatch.setattr(agent.particle_optimizer, "step", lambda *a, **k: calls.append(1) or step(*a, **k))
     trainer.step()
     assert len(calls) == 6
 
@@ -162,7 +162,8 @@ def test_entropy_bonus_drives_the_log_std_by_ent_coef_over_the_temperature():
     with torch.no_grad():
         old_log_prob = agent.policy.log_prob(samples.obs, samples.actions)[0]
     log_prob, entropy = agent.policy.log_prob(samples.obs, samples.actions)
-    agent.optimizer.step(estimator.surrogate(log_prob, old_log_prob, samples.advantages, samples.mask) + c * entropy)
+    surrogate = estimator.surrogate(log_prob, old_log_prob, samples.advantages, samples.mask)
+    agent.particle_optimizer.step(surrogate + c * entropy)
     torch.testing.assert_close(agent.policy.head.log_std.grad, torch.full_like(agent.policy.head.log_std, -c / alpha))
 
 
@@ -177,14 +178,14 @@ def test_learning_rates_anneal_linearly_to_zero_over_the_run():
         job.set_step_sizes(it)
         job.learn(batch)
         frac = 1 - it / 10  # CleanRL: full lr at the first update, lr / iterations at the last
-        assert agent.optimizer.optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
-        assert agent.optimizer.own_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
+        assert agent.particle_optimizer.torch_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
+        assert agent.particle_optimizer.own_optimizer.param_groups[0]["lr"] == pytest.approx(2e-3 * frac, rel=1e-12)
         assert agent.critic.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * frac, rel=1e-12)
     still = steinrl.Trainer(config(**{"iterations": 10, "update.lr": 2e-3}))
     batch = still.job.agent.collect(still.job.sampler, 0)
     still.job.set_step_sizes(9)
     still.job.learn(batch)
-    assert still.job.agent.optimizer.lr == 2e-3
+    assert still.job.agent.particle_optimizer.lr == 2e-3
 
 
 # --- reward scaling ---------------------------------------------------------------------------
@@ -282,17 +283,18 @@ def test_adam_eps_reaches_every_optimizer_and_defaults_stay():
     update's optimizer, the head's own Adam and the value networks' Adam; unset, each keeps
     its optimizer's default (Adam 1e-8, TF-style RMSprop 1e-10)."""
     def eps_of(agent):
+        particles = agent.particle_optimizer
         return [opt.param_groups[0]["eps"]
-                for opt in (agent.optimizer.optimizer, agent.optimizer.own_optimizer, agent.critic.optimizer)]
+                for opt in (particles.torch_optimizer, particles.own_optimizer, agent.critic.optimizer)]
 
     assert eps_of(steinrl.Trainer(config(**RECIPE)).job.agent) == [1e-8, 1e-8, 1e-8]
     sb3_like = config(**RECIPE, **{"update.optimizer_eps": 1e-5, "critic.eps": 1e-5})
     assert eps_of(steinrl.Trainer(sb3_like).job.agent) == [1e-5, 1e-5, 1e-5]
     rmsprop = steinrl.Trainer(config(**{"update.optimizer": "rmsprop_tf"})).job.agent
-    assert rmsprop.optimizer.optimizer.param_groups[0]["eps"] == 1e-10
+    assert rmsprop.particle_optimizer.torch_optimizer.param_groups[0]["eps"] == 1e-10
     sgd = steinrl.Trainer(config(**{"update.optimizer": "sgd", "update.optimizer_eps": 1e-5})).job.agent
-    assert "eps" not in sgd.optimizer.optimizer.param_groups[0] and \
-        sgd.optimizer.own_optimizer.param_groups[0]["eps"] == 1e-5
+    assert "eps" not in sgd.particle_optimizer.torch_optimizer.param_groups[0] and \
+        sgd.particle_optimizer.own_optimizer.param_groups[0]["eps"] == 1e-5
     with pytest.raises(steinrl.ConfigError, match="optimizer_eps"):
         config(**{"update.optimizer_eps": 0.0})
 
@@ -410,10 +412,11 @@ def test_one_update_at_one_particle_is_sb3s_ppo_update():
     for _ in range(2):  # epochs
         idx, mask = minibatch_indices(samples["mask"], 4, keys_of([gen], samples["mask"].shape[1], 1))
         parts += [idx[k, 0][mask[k, 0] > 0] for k in range(4)]
-    particles = agent.optimizer
+    particles = agent.particle_optimizer
     fresh = [torch.optim.Adam(o.param_groups[0]["params"], lr=1e-2)
-             for o in (particles.optimizer, particles.own_optimizer, agent.critic.optimizer)]  # SB3's Adam starts fresh
-    particles.optimizer, particles.own_optimizer, agent.critic.optimizer = fresh
+             for o in (particles.torch_optimizer, particles.own_optimizer,
+                       agent.critic.optimizer)]  # SB3's Adam starts fresh
+    particles.torch_optimizer, particles.own_optimizer, agent.critic.optimizer = fresh
     pi, log_std, vf = _sb3_reference(agent, samples, parts, 1e-2, 0.01, 0.5, 0.5, 0.05)
     trainer.job.set_step_sizes(1)
     stats = trainer.job.learn(batch)
@@ -496,10 +499,10 @@ def test_target_kl_stops_at_the_first_minibatch_past_one_and_a_half_times_it(mon
                                         "estimator.target_kl": target, "update.lr": 3e-2}))
     agent = trainer.job.agent
     kls, steps = [], []
-    diagnostics, step = trainer.job.estimator.diagnostics, agent.optimizer.step
+    diagnostics, step = trainer.job.estimator.diagnostics, agent.particle_optimizer.step
     monkeypatch.setattr(trainer.job.estimator, "diagnostics",
                         lambda *a: (d := diagnostics(*a)) and kls.append(float(d["approx_kl"].mean())) or d)
-    monkeypatch.setattr(agent.optimizer, "step", lambda *a, **k: steps.append(len(kls)) or step(*a, **k))
+    monkeypatch.setattr(agent.particle_optimizer, "step", lambda *a, **k: steps.append(len(kls)) or step(*a, **k))
     row = trainer.step()
     assert 1 <= len(steps) < 40  # it stopped early
     assert len(kls) == len(steps) + 1 and kls[-1] > 1.5 * target  # the minibatch that passed took no step

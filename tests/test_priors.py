@@ -134,7 +134,7 @@ def test_joint_prior_matches_scipy_normal_gamma_with_jacobian():
         ref += stats.norm.logpdf(x.numpy(), scale=1 / np.sqrt(lam)[:, None]).sum(1)
         ref += stats.gamma.logpdf(lam, a, scale=1 / b) + u[:, g]
     np.testing.assert_allclose(got, ref, rtol=1e-10)
-    assert prior.particle_parameters() == [prior.log_precision]
+    assert prior.hyperparameters() == [prior.log_precision]
 
 
 def test_joint_prior_precision_gradient_vanishes_at_the_conditional_mode():

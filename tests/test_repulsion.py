@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import steinrl
+from steinrl.core.couplings import SteinCoupling
 from steinrl.core.function_space import function_space_direction
 from steinrl.core.kernels import make_kernel
 from steinrl.core.particle_optimizer import ParticleOptimizer
 from steinrl.core.repulsion import BanditRepulsion, TargetShare, TargetSpread, make_repulsion, output_spread
-from steinrl.core.svgd import Forces, svgd_direction
-from steinrl.core.updates import SteinUpdate
+from steinrl.core.stein import Forces, svgd_direction
 from steinrl.errors import ConfigError
 
 F64 = torch.float64
@@ -86,7 +86,7 @@ def test_the_spread_controller_drives_a_gaussians_particles_to_its_target(target
     torch.manual_seed(0)
     theta = torch.nn.Parameter(0.1 * torch.randn(8, 2, dtype=F64))
     control = TargetSpread(target=target, lr=0.05, states=1)
-    opt = ParticleOptimizer([theta], SteinUpdate({"bandwidth": 1.0}, repulsion=control), lr=0.1, optimizer="sgd")
+    opt = ParticleOptimizer([theta], SteinCoupling({"bandwidth": 1.0}, repulsion=control), lr=0.1, optimizer="sgd")
     for _ in range(800):
         opt.step(-0.5 * theta.square().sum(1), embed=lambda: theta)
     spread = float(output_spread(theta.detach(), 1, 1))

@@ -160,7 +160,7 @@ def test_rollout_actor_equals_per_particle_torch_modules(space, activation, norm
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,))
     policy = EnsemblePolicy(4, obs_space, space, (7, 3), activation=activation, layer="householder",
                             head_options={"log_std_init": -0.5}, normalize_obs=normalize)
-    policy.obs_norm.update(torch.randn(100, 5) * 3 + 1)
+    policy.obs_norm.observe(torch.randn(100, 5) * 3 + 1)
     discrete = isinstance(space, gym.spaces.Discrete)
     obs = torch.randn(6, 4, 2, 5)  # (T, M, E, obs_dim)
     noise = policy.head.draw_noise((6, 4, 2), torch.Generator().manual_seed(1), "cpu")

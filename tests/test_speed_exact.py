@@ -128,7 +128,7 @@ def _samples(M: int, B: int, d: int, seed: int = 0) -> Samples:
 
 def _pair(M: int, d: int, normalize: bool, **options) -> tuple[ValueEnsemble, ValueEnsemble]:
     norm = ObsNormalizer(d, normalize)
-    norm.update(torch.randn(500, d, generator=torch.Generator().manual_seed(9)) * 3.0 + 1.0)
+    norm.observe(torch.randn(500, d, generator=torch.Generator().manual_seed(9)) * 3.0 + 1.0)
     a = ValueEnsemble(M, d, norm, generator=torch.Generator().manual_seed(1), **options)
     b = copy.deepcopy(a)
     object.__setattr__(b, "obs_norm", norm)

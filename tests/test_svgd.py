@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from steinrl.core.couplings import IndependentCoupling, SteinCoupling
 from steinrl.core.kernels import RBFKernel, bandwidth, pairwise_sq_dists
 from steinrl.core.particle_optimizer import ParticleOptimizer
-from steinrl.core.svgd import flatten, svgd_direction, unflatten_into
-from steinrl.core.updates import IndependentUpdate, SteinUpdate
+from steinrl.core.stein import flatten, svgd_direction, unflatten_into
 
 F64 = torch.float64
 
@@ -22,7 +22,7 @@ def rbf(rule="svpg"):
 
 def stein(rule="svpg", kernel="rbf"):
     """The Stein update under ``kernel`` with bandwidth rule ``rule``."""
-    return SteinUpdate({"name": kernel, "bandwidth": rule})
+    return SteinCoupling({"name": kernel, "bandwidth": rule})
 
 
 def with_gradients(params, grads):
@@ -195,7 +195,7 @@ def test_svgd_direction_float32():
 
 def test_independent_update_and_single_particle_give_plain_gradient():
     theta, grad = (torch.tensor(a) for a in random_particles(8, 5, seed=7))
-    phi, info = IndependentUpdate().direction(theta, grad)
+    phi, info = IndependentCoupling().direction(theta, grad)
     torch.testing.assert_close(phi, grad)
     assert set(info) == {"mean_pairwise_distance", "attractive_norm"}  # no kernel: no bandwidth, no repulsion
     d = np.sqrt(naive_sq_dists(theta.numpy()))
@@ -221,7 +221,7 @@ def test_particle_step_is_sgd_on_phi_and_handles_missing_grads():
     g = flatten([-2 * a.detach(), -2 * (b.detach() - target), torch.zeros_like(c)]).numpy()
     attractive, repulsive = naive_svgd(theta, g, svpg_code_bandwidth(theta))
     log_target = -a.square().sum((1, 2)) - (b - target).square().sum(1)
-    info = opt.step(log_target).direction
+    info = opt.step(log_target).coupling_stats
     np.testing.assert_allclose(flatten([a, b, c]).detach().numpy(), theta + 0.1 * (attractive + repulsive), rtol=1e-10)
     assert set(info) >= {"bandwidth", "mean_pairwise_distance", "kernel_mean", "attractive_norm", "repulsive_norm"}
     np.testing.assert_allclose(c.grad.numpy(), -(attractive + repulsive)[:, -2:], rtol=1e-10)
@@ -271,7 +271,7 @@ def test_particle_optimizer_constructor_errors():
     with pytest.raises(ValueError, match="adam.*rmsprop"):
         ParticleOptimizer([p], lr=0.1, optimizer="lbfgs")
     with pytest.raises(ValueError, match="rbf"):
-        ParticleOptimizer([p], SteinUpdate("linear"), lr=0.1)
+        ParticleOptimizer([p], SteinCoupling("linear"), lr=0.1)
     with pytest.raises(ValueError):
         ParticleOptimizer([p], stein("scott"), lr=0.1)
     with pytest.raises(ValueError, match="particle dim"):
@@ -328,7 +328,7 @@ def _log_mixture(x):
 def _run_mixture(kernel, start, steps=600):
     gen = torch.Generator().manual_seed(0)
     p = torch.nn.Parameter(start + 0.1 * torch.randn(100, 1, generator=gen, dtype=F64))
-    update = IndependentUpdate() if kernel == "independent" else stein(kernel=kernel)
+    update = IndependentCoupling() if kernel == "independent" else stein(kernel=kernel)
     opt = ParticleOptimizer([p], update, lr=0.05, optimizer="adam")
     for _ in range(steps):
         opt.step(_log_mixture(p).squeeze(1))
@@ -367,7 +367,7 @@ def test_repulsion_pushes_particles_across_the_barrier():
 
 def test_proximal_gradient_against_a_double_loop():
     """The S²VGD code's proximal term, written as that code's loops over i and j."""
-    from steinrl.core.svgd import proximal_gradient
+    from steinrl.core.stein import proximal_gradient
 
     g = torch.Generator().manual_seed(3)
     M, D = 6, 5
@@ -391,7 +391,7 @@ def test_proximal_term_pulls_back_and_is_checkpointed():
     nn = torch.nn
     p = nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
     plain = nn.Parameter(p.detach().clone())
-    a = ParticleOptimizer([p], lr=0.1, optimizer="sgd", proximal=0.5)
+    a = ParticleOptimizer([p], lr=0.1, optimizer="sgd", proximal_weight=0.5)
     b = ParticleOptimizer([plain], lr=0.1, optimizer="sgd")
     for opt in (a, b):  # step 1: no previous particles yet, so no proximal term
         opt.step(with_gradients(opt.params, [torch.ones_like(opt.params[0])]))
@@ -404,11 +404,11 @@ def test_proximal_term_pulls_back_and_is_checkpointed():
     # the proximal term points back along the last move (here −1 in every coordinate)
     assert ((step_a - step_b) > 0).all()
     state = a.state_dict()
-    c = ParticleOptimizer([nn.Parameter(p.detach().clone())], lr=0.1, optimizer="sgd", proximal=0.5)
+    c = ParticleOptimizer([nn.Parameter(p.detach().clone())], lr=0.1, optimizer="sgd", proximal_weight=0.5)
     c.load_state_dict(state)
     torch.testing.assert_close(c.prev_theta, a.prev_theta)
     with pytest.raises(ValueError, match="proximal"):
-        ParticleOptimizer([p], lr=0.1, proximal=-1.0)
+        ParticleOptimizer([p], lr=0.1, proximal_weight=-1.0)
 
 
 def test_public_particle_optimizer_with_sgd_matches_a_correlated_gaussian_within_monte_carlo_error():
@@ -418,7 +418,7 @@ def test_public_particle_optimizer_with_sgd_matches_a_correlated_gaussian_within
     covariance entry: 10 %, about one standard error of a 200-sample variance, sqrt(2/200))."""
     from steinrl import ParticleOptimizer as Public
     from steinrl import RBFKernel as PublicRBF
-    from steinrl import SteinUpdate as PublicStein
+    from steinrl import SteinCoupling as PublicStein
 
     M = 200
     mu = torch.tensor([1.0, -0.5], dtype=F64)
@@ -450,7 +450,7 @@ def test_extra_per_particle_parameters_join_the_particle_vector():
     gamma = log_noise_precision.exp().unsqueeze(1)  # (M, 1, 1)
     log_lik = (0.5 * log_noise_precision.squeeze(1) * 20 - 0.5 * (gamma * (pred - y).square()).sum((1, 2)))
     before = log_noise_precision.detach().clone()
-    info = opt.step(log_lik).direction
+    info = opt.step(log_lik).coupling_stats
     assert not torch.equal(before, log_noise_precision.detach())
     theta = torch.cat([q.detach().reshape(4, -1) for q in [*net.parameters(), log_noise_precision]], 1)
     assert theta.shape[1] == sum(q[0].numel() for q in net.parameters()) + 1

@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import steinrl.core.svgd as svgd_mod
+import steinrl.core.stein as svgd_mod
+from steinrl.core.couplings import SteinCoupling, make_coupling
 from steinrl.core.kernels import bandwidth, make_kernel, sq_dists_from_gram
 from steinrl.core.particle_optimizer import ParticleOptimizer, make_particle_optimizer
-from steinrl.core.svgd import svgd_direction
-from steinrl.core.updates import SteinUpdate, make_update
+from steinrl.core.stein import svgd_direction
 from steinrl.errors import ConfigError
 from steinrl.run.config import load_config
 
@@ -171,20 +171,20 @@ def test_scale_options_reach_the_update_from_the_config():
     cfg = load_config("svgd-a2c", "CartpoleSwingUp", {"update.attractive_norm": "off",
                                                       "update.kernel_precision": "bf16"})
     p = torch.nn.Parameter(torch.randn(3, 4))
-    update = make_particle_optimizer("stein", [p], cfg.update).update
+    update = make_particle_optimizer("stein", [p], cfg.update).coupling
     assert (update.attractive_norm, update.precision) == (False, "bf16")
-    assert (make_update("stein").attractive_norm, make_update("stein").precision) == (None, "full")
+    assert (make_coupling("stein").attractive_norm, make_coupling("stein").precision) == (None, "full")
     with pytest.raises(ValueError, match="does not take"):
-        make_update("independent", kernel_precision="bf16")
+        make_coupling("independent", kernel_precision="bf16")
     for key, value in (("update.attractive_norm", "sometimes"), ("update.kernel_precision", "fp8")):
         with pytest.raises(ConfigError, match=key.split(".")[1]):
             load_config("svgd-a2c", "CartpoleSwingUp", {key: value})
     with pytest.raises(ConfigError, match="kernel_precision"):  # no kernel, no kernel product
         load_config("independent-a2c", "CartpoleSwingUp", {"update.kernel_precision": "bf16"})
     with pytest.raises(ValueError, match="precision"):
-        SteinUpdate(kernel_precision="tf32")
+        SteinCoupling(kernel_precision="tf32")
     with pytest.raises(ValueError, match="attractive_norm"):
-        make_update("stein", attractive_norm="yes")
+        make_coupling("stein", attractive_norm="yes")
 
 
 def test_svgd_step_in_bf16_moves_particles_like_full_precision():
@@ -194,9 +194,9 @@ def test_svgd_step_in_bf16_moves_particles_like_full_precision():
     moved = []
     for precision in ("full", "bf16"):
         p = torch.nn.Parameter(start.clone())
-        opt = ParticleOptimizer([p], SteinUpdate(attractive_norm="off", kernel_precision=precision), lr=0.05,
+        opt = ParticleOptimizer([p], SteinCoupling(attractive_norm="off", kernel_precision=precision), lr=0.05,
                                 optimizer="sgd")
-        info = opt.step(-0.5 * (p - target).square().sum(1)).direction
+        info = opt.step(-0.5 * (p - target).square().sum(1)).coupling_stats
         assert "attractive_norm" not in info and "repulsive_norm" in info
         moved.append(p.detach() - start)
     assert (moved[1] - moved[0]).norm() <= 4 * U_BF16 * moved[0].norm()

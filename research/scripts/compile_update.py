@@ -66,7 +66,7 @@ def main() -> None:
 
     def particle_step(objective: torch.Tensor, part: dict) -> object:  # PPO.learn's step with the joint critic
         value_loss = critic.value_loss(part["obs"], part["targets"], part["mask"])
-        return agent.optimizer.step(objective, aux_loss=critic.vf_coef * value_loss.sum(),
+        return agent.particle_optimizer.step(objective, aux_loss=critic.vf_coef * value_loss.sum(),
                                     aux_params=list(critic.net.parameters()), aux_optimizer=critic.optimizer)
 
     torch._dynamo.config.compiled_autograd = True

@@ -25,11 +25,11 @@ import torch
 
 from steinrl.bandits.agents import AGENTS, LIKELIHOOD_OPTIONS, BanditAgent, History
 from steinrl.bandits.tasks import BANDIT_TASKS, regret
+from steinrl.core.couplings import COUPLINGS, check_embedding_states, check_repulsion_for
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZERS
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES, check_embedding_states, check_repulsion_for
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
 
@@ -42,7 +42,7 @@ PROTOCOL_OPTIONS: tuple[Option, ...] = (
     Option("minibatch", int, 512, "Rounds per minibatch, drawn with replacement from all rounds so far (512).",
            check=at_least_one),
     Option("optimizer", str, "rmsprop_tf", "Optimizer of the networks (rmsprop_tf: TensorFlow 1's RMSProp, as "
-           "Showdown; the particle update hands it -phi).", choices=lambda: list(OPTIMIZERS)),
+           "Showdown; the particle step hands it -phi).", choices=lambda: list(OPTIMIZERS)),
     Option("lr", float, 0.1, "Initial learning rate (Showdown: 0.1).", check=step_size),
     Option("lr_decay", float, 0.5, "Inverse-time decay: lr / (1 + lr_decay * t) over all steps t of the run.",
            check=non_negative),
@@ -144,7 +144,7 @@ class BanditJob:
                 *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
                 Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
             # the kernel of a Stein update and its repulsion (the protocol sets the optimizer and its step size)
-            sections["update"] = tuple(o for o in options_of(UPDATES.get(m.update))
+            sections["update"] = tuple(o for o in options_of(COUPLINGS.get(m.coupling))
                                        if o.name in ("kernel", "repulsion"))
         return sections
 

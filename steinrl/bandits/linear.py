@@ -85,7 +85,7 @@ class NIGLinearRegression:
             return features
         return np.concatenate([features, np.ones((len(features), 1))], axis=1)
 
-    def update(self, features: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
+    def observe(self, features: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
         """Add n observations: ``features (n, F)``, pulled ``arms (n,)`` int, ``rewards (n,)``.
 
         Any mix of arms; adding data in chunks gives the same posterior as adding it at once.
@@ -125,9 +125,9 @@ class NIGLinearRegression:
         self._stale[:] = True
 
     def fit(self, features: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
-        """Posterior from exactly this data (NeuralLinear after its features change): reset, then update."""
+        """Posterior from exactly this data (NeuralLinear after its features change): reset, then observe."""
         self.reset()
-        self.update(features, arms, rewards)
+        self.observe(features, arms, rewards)
 
     # ------------------------------------------------------------------ posterior
 

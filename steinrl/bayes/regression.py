@@ -52,6 +52,7 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
+from steinrl.core.couplings import check_repulsion_for
 from steinrl.core.ensemble import EnsembleMLP
 from steinrl.core.kernels import kernel_spec
 from steinrl.core.methods import METHODS
@@ -59,7 +60,6 @@ from steinrl.core.optim import gradient_step
 from steinrl.core.particle_optimizer import make_particle_optimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
 from steinrl.core.repulsion import repulsion_spec
-from steinrl.core.updates import check_repulsion_for
 from steinrl.errors import ConfigError
 
 __all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
@@ -160,18 +160,18 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     # log γ = noise_scale · u with u the particle coordinate: Adam moves u by about lr per step, so
     # log γ moves noise_scale times faster (the density of u is that of log γ up to a constant).
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)
-    params = [*net.parameters(), *weight_prior.particle_parameters(), u_gamma]
+    params = [*net.parameters(), *weight_prior.hyperparameters(), u_gamma]
     opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
     given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
     section = dict(update_options or {})
-    if spec.update == "stein":  # update_options' kernel sets parameters of the kernel so far
+    if spec.coupling == "stein":  # update_options' kernel sets parameters of the kernel so far
         section["kernel"] = kernel_spec(section.pop("kernel", {}), kernel_spec({"bandwidth": "s2vgd", **given}))
         check_repulsion_for({"repulsion": repulsion_spec(section.get("repulsion", "constant"))}, "BNN regression")
     else:
         section = {}
-    particles_opt = make_particle_optimizer(spec.update, params, section, lr=lr, optimizer=optimizer,
+    particles_opt = make_particle_optimizer(spec.coupling, params, section, lr=lr, optimizer=optimizer,
                                             optimizer_kwargs=opt_kwargs)
-    shared = particles_opt.update.embedding_states  # B: the predictions at each minibatch's first B inputs
+    shared = particles_opt.coupling.embedding_states  # B: the predictions at each minibatch's first B inputs
     for _ in range(epochs):
         for idx in _batches(n, batch_size, gen):
             embed = (lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)) if shared else None  # (M, B)
@@ -248,8 +248,8 @@ def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidd
         so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
         Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
         short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
-    :param update_options: more options of a Stein method's particle update (the ``update``
-        config section), e.g. ``{"kernel": {"space": "functions", "states": 32}}`` (the kernel on
+    :param update_options: more options of a Stein method's coupling (the ``update`` config
+        section's), e.g. ``{"kernel": {"space": "functions", "states": 32}}`` (the kernel on
         the predictions at each minibatch's first B inputs; a kernel mapping here sets parameters
         of ``kernel``) or ``{"repulsion": {"name": "share", "target": 0.2}}``.
     :param n_predict: posterior draws averaged at prediction (variational methods).

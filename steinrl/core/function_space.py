@@ -1,6 +1,6 @@
 """The Stein direction with the kernel in function space (:class:`~steinrl.core.kernels.FunctionSpaceKernel`),
 pulled back to the weights; the kernel's distances, bandwidth and diagnostics are those of the
-weight-space direction (:func:`steinrl.core.svgd.kernel_terms`).
+weight-space direction (:func:`steinrl.core.stein.kernel_terms`).
 
 Over-parameterised networks make weight-space distances a poor measure of how particles
 differ (Wang et al., ICLR 2019, "Function space particle optimization"; D'Angelo & Fortuin,
@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from steinrl.core.kernels import FunctionSpaceKernel
-from steinrl.core.svgd import Forces, RepulsionWeight, flatten, kernel_terms
+from steinrl.core.stein import Forces, RepulsionWeight, flatten, kernel_terms
 
 __all__ = ["function_space_direction"]
 
@@ -71,13 +71,13 @@ def function_space_direction(outputs: Tensor, params: Sequence[Tensor], grad: Te
         (``kernel.states``), differentiable with respect to ``params`` (particle i's depend on its own
         parameters only).
     :param params: the particles' parameters, each ``(M, ...)``, in the order of ``grad``'s columns.
-    :param grad: ``(M, D)`` g_j = ∇ log target at θ_j, flattened as :func:`~steinrl.core.svgd.flatten`.
+    :param grad: ``(M, D)`` g_j = ∇ log target at θ_j, flattened as :func:`~steinrl.core.stein.flatten`.
     :param kernel: the function-space kernel (its base kernel's bandwidth rule applies to
         function-space distances; its ``driving`` term).
     :param groups: G groups of M / G consecutive particles coupled only within themselves (seeds).
     :param repulsion: a controller's weight λ of the repulsive term (None: 1), from the two terms'
         norms in weight space, where the optimizer steps, and the outputs' spread per shared input.
-    :return: ``(phi, info)`` with the info of :func:`~steinrl.core.svgd.svgd_direction`: the
+    :return: ``(phi, info)`` with the info of :func:`~steinrl.core.stein.svgd_direction`: the
         bandwidth, mean distance and kernel mean in function space, the attractive and
         repulsive norms of φ's two terms in weight space (``(G,)`` with groups, else 0-dim).
     """

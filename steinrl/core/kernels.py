@@ -7,7 +7,7 @@ Every kernel is translation-invariant, k(x, y) = f(r) with r = ‖x − y‖²/h
 and SVGD's repulsive term for particle i, (1/M) Σ_j ∇_{x_j} k(x_j, x_i), is
 (1/M)(2/h) Σ_j R_ij (x_i − x_j) with R_ij = −f'(r_ij) ≥ 0. A kernel gives both matrices,
 ``K`` and ``R`` (:meth:`Kernel.matrices`), and its bandwidth h (:meth:`Kernel.bandwidth`);
-:mod:`steinrl.core.svgd` does the rest.
+:mod:`steinrl.core.stein` does the rest.
 
 Where a kernel looks at the particles is its *space*:
 
@@ -216,7 +216,7 @@ class FunctionSpaceKernel(Kernel):
     differ (Wang et al., ICLR 2019, "Function space particle optimization"; D'Angelo & Fortuin,
     NeurIPS 2021, "Repulsive deep ensembles are Bayesian"). This kernel is ``base`` (its f and
     bandwidth rule) applied to the embeddings x_i = f(θ_i; X) ``(M, F)`` that the caller hands
-    the particle step; :func:`steinrl.core.svgd.function_space_direction` pulls the repulsion
+    the particle step; :func:`steinrl.core.stein.function_space_direction` pulls the repulsion
     back to the weights.
 
     :param base: the kernel applied in function space (any registered kernel).

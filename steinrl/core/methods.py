@@ -1,10 +1,10 @@
-"""Particle methods: a prior family (layer) paired with a particle update.
+"""Particle methods: a prior family (layer) paired with a coupling.
 
 An algorithm name is ``<method>-<estimator>`` (``s2vgd-a2c``, ``svgd-ts``): the method
 fixes how a particle's weights are parameterised and how particles are coupled.
 
 ==============  ==================  ============  =========================================
-method          layer / prior       update        paper
+method          layer / prior       coupling      paper
 ==============  ==================  ============  =========================================
 ``svgd``        gaussian (dense)    stein (RBF)   SVPG (Liu et al., 2017)
 ``s2vgd``       householder (K=1)   stein         S²VGD (Zhang et al., 2018)
@@ -26,11 +26,12 @@ __all__ = ["Method", "METHODS"]
 
 @dataclass(frozen=True)
 class Method:
-    """A layer family (registered in :data:`steinrl.core.layers.LAYERS`), a particle update
-    (:data:`steinrl.core.updates.UPDATES`) and the layer options it fixes by default."""
+    """A layer family (registered in :data:`steinrl.core.layers.LAYERS`), a coupling
+    (:data:`steinrl.core.couplings.COUPLINGS`: how its particles are coupled) and the layer options
+    it fixes by default."""
 
     layer: str
-    update: str
+    coupling: str
     doc: str
     layer_defaults: dict[str, Any] = field(default_factory=dict)
 

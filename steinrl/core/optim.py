@@ -1,10 +1,10 @@
-"""The one optimisation step of the package, and optimizers beyond torch's own.
+"""The gradient step of the models that are not particles, and optimizers beyond torch's own.
 
-:func:`gradient_step` is the step every trainer takes (policy particles, critics, bandit
-models, variational posteriors, BNN regression): set the learning rate, zero the gradients,
-backward, an optional hook on the fresh gradients (e.g. a finiteness check), optional
-gradient-norm clipping, then step each optimizer. A :class:`~steinrl.core.svgd.SVGD` counts
-as an optimizer (it turns the gradients into −φ and steps its own).
+:func:`gradient_step` is how critics, variational posteriors and BNN regression's noise descend
+their losses: set the learning rate, zero the gradients, backward, an optional hook on the
+fresh gradients (e.g. a finiteness check), optional gradient-norm clipping, then step each
+optimizer. Particles move by their own step,
+:meth:`steinrl.core.particle_optimizer.ParticleOptimizer.step` (the temperature α, the prior, the coupling).
 
 :class:`TFRMSprop` is TensorFlow 1's ``RMSPropOptimizer`` (what the Deep Bayesian Bandits
 Showdown code trains with), which differs from ``torch.optim.RMSprop`` in two ways that
@@ -29,7 +29,7 @@ __all__ = ["Steppable", "gradient_step", "TFRMSprop", "inverse_time_lr", "adam"]
 
 
 class Steppable(Protocol):
-    """What :func:`gradient_step` needs of an optimizer: a torch ``Optimizer`` or an ``SVGD``."""
+    """What :func:`gradient_step` needs of an optimizer (a torch ``Optimizer``)."""
 
     param_groups: list[dict[str, Any]]
 
@@ -52,7 +52,7 @@ def gradient_step(loss: Tensor | Callable[[], Any], optimizers: Sequence[Steppab
         itself (several backward passes, per-particle clipping, ...), called where
         ``loss.backward()`` would be.
     :param optimizers: in stepping order; None entries are skipped (an optional optimizer).
-    :return: what the first optimizer's ``step()`` returned (an ``SVGD``'s info dict).
+    :return: what the first optimizer's ``step()`` returned.
     """
     active = [opt for opt in optimizers if opt is not None]
     if lr is not None:

@@ -1,7 +1,8 @@
-"""The one particle step every trainer takes: M particles moved from their objectives ``(M,)``.
+"""The particle step: M particles moved from their objectives ``(M,)``.
 
-:class:`ParticleOptimizer` turns per-particle objectives J(θ_i) into one move of all particles,
-in this order (the only place it happens):
+:class:`ParticleOptimizer` turns per-particle objectives J(θ_i) into one move of all particles
+(policy particles, bandit models, regression networks alike), in this order (the only place it
+happens; the models that are not particles take :func:`steinrl.core.optim.gradient_step`):
 
 1. every gradient is zeroed;
 2. the gradients of Σ_i J_i (and of an auxiliary loss, e.g. a joint critic's value loss);
@@ -10,15 +11,15 @@ in this order (the only place it happens):
 4. divided by the temperature α;
 5. plus w ∇log p(θ_i), the prior's gradient times ``prior_weight``: together
    g_i = clip(∇J_i) / α + w ∇log p(θ_i);
-6. φ = the particle update's direction from Θ and G (:mod:`steinrl.core.updates`: SVGD under a
+6. φ = the coupling's direction from Θ and G (:mod:`steinrl.core.couplings`: SVGD under a
    Stein kernel, or φ = g), per group of particles (seeds in one batch); minus the S²VGD
-   code's proximal term; each φ_i scaled down to ``max_direction_norm``;
-7. the optimizer (Adam, RMSprop, ...) steps with −φ as the gradient, so plain SGD gives
+   code's proximal term (times ``proximal_weight``); each φ_i scaled down to ``max_direction_norm``;
+7. the torch optimizer (Adam, RMSprop, ...) steps with −φ as the gradient, so plain SGD gives
    θ ← θ + lr φ; the particles' own parameters (following their own gradient, e.g. a policy's
    log-std outside the kernel) and the auxiliary optimizer step beside it.
 
 Without ``max_grad_norm`` steps 2-5 are one backward pass of −Σ_i [J_i / α + w log p(θ_i)]
-(the same gradient: clipping is then the identity). With M = 1, or the ``independent`` update,
+(the same gradient: clipping is then the identity). With M = 1, or the ``independent`` coupling,
 φ = g: MAP / plain gradient ascent.
 
 Finiteness (``finite``, a :class:`~steinrl.core.finite.FiniteFlags`): the log target (or the
@@ -35,10 +36,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from steinrl.core.couplings import COUPLINGS, Coupling, Embed, make_coupling
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import TFRMSprop, adam
-from steinrl.core.svgd import flatten, proximal_gradient, unflatten_into
-from steinrl.core.updates import UPDATES, Embed, ParticleUpdate, make_update
+from steinrl.core.stein import flatten, proximal_gradient, unflatten_into
 from steinrl.registry import Option, non_negative, step_size
 
 __all__ = ["ParticleOptimizer", "StepResult", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "make_particle_optimizer",
@@ -51,11 +52,11 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
 }
 
-#: Options of the ``update`` section every particle update shares (the optimizer's).
+#: Options of the ``update`` section every method shares (the particle optimizer's).
 OPTIMIZER_OPTIONS: tuple[Option, ...] = (
     Option("optimizer", str, "adam", "Optimizer applied to -phi (adam: the SVPG code; rmsprop: the S²VGD paper).",
            choices=lambda: list(OPTIMIZERS)),
-    Option("lr", float, 5e-3, "Step size epsilon of the particle update.", check=step_size),
+    Option("lr", float, 5e-3, "Step size epsilon of the particle step.", check=step_size),
     Option("proximal_weight", float, 0.0, "Weight of the S²VGD code's proximal term (0.1 there; 0 = off).",
            check=non_negative),
     Option("lr_halving_every", int, 0, "If > 0, halve lr every this many iterations after lr_halving_start.",
@@ -72,7 +73,7 @@ OPTIMIZER_OPTIONS: tuple[Option, ...] = (
 class StepResult:
     """What one :meth:`ParticleOptimizer.step` reports (detached tensors)."""
 
-    direction: dict[str, Tensor]  # the update's info: bandwidth, kernel_mean, ...: 0-dim or (G,)
+    coupling_stats: dict[str, Tensor]  # the coupling's diagnostics: bandwidth, kernel_mean, ...: 0-dim or (G,)
     log_prior: Tensor | None  # (M,) log p(θ_i) before the step (None: not asked for, weight 0)
     grad_norm: Tensor | None  # (M,) each particle's norm of ∇J before clipping (with max_grad_norm)
 
@@ -115,34 +116,35 @@ def _positive_or_none(value: float | None, name: str) -> float | None:
 class ParticleOptimizer:
     """M particles (parameters with a leading particle dim) moved by one :meth:`step` per call.
 
-    :param params: the parameters the update moves along φ (a policy's network, a prior's own
-        per-particle parameters), each ``(M, ...)``.
-    :param update: the particle update (:class:`~steinrl.core.updates.ParticleUpdate`, e.g.
-        ``SteinUpdate(kernel)``) or its registered name.
+    :param params: the parameters the step moves along φ (a policy's network, a prior's learned
+        hyperparameters), each ``(M, ...)``.
+    :param coupling: how the particles are coupled (:class:`~steinrl.core.couplings.Coupling`, e.g.
+        ``SteinCoupling(kernel)``) or its registered name.
     :param lr: step size (> 0).
-    :param optimizer: ``"adam"`` (default, as the SVPG code), ``"rmsprop"`` (the S²VGD paper),
-        ``"rmsprop_tf"`` or ``"sgd"``; ``optimizer_kwargs``: its extra arguments.
-    :param temperature: α of the target exp(J / α) p(θ)^w.
+    :param optimizer: the torch optimizer's name: ``"adam"`` (default, as the SVPG code), ``"rmsprop"``
+        (the S²VGD paper), ``"rmsprop_tf"`` or ``"sgd"``; ``optimizer_kwargs``: its extra arguments.
+    :param temperature: the temperature α of the target exp(J / α) p(θ)^w.
     :param prior_weight: w; ``log_prior`` returns log p(θ_i) ``(M,)`` (differentiable).
     :param max_grad_norm: clip each particle's gradient of J to this norm (step 3); None: no clipping.
     :param max_direction_norm: scale each φ_i down to this norm (step 6); None: no clipping.
-    :param proximal: weight of the S²VGD code's proximal term (0: off; not with groups).
+    :param proximal_weight: weight of the S²VGD code's proximal term (0: off; not with groups).
     :param groups: G > 1 splits the M particles into G consecutive groups (seeds trained in one
-        batch) that the update couples only within themselves; the info is then ``(G,)``.
+        batch) that the coupling couples only within themselves; the coupling stats are then ``(G,)``.
     :param own: parameters ``(M, ...)`` that follow their own gradient (of J / α, clipped with
         the rest), with their own Adam (lr, ``optimizer_eps``).
     :param finite: flags the step's quantities per particle (optional).
 
     A function-space kernel (or a spread controller) needs the particles' outputs on
-    ``update.embedding_states`` shared inputs: :meth:`step` then takes ``embed``, a call returning
+    ``coupling.embedding_states`` shared inputs: :meth:`step` then takes ``embed``, a call returning
     them ``(M, F)``, differentiable in ``params`` (e.g. a policy's action means on B states
     drawn from the batch).
     """
 
-    def __init__(self, params: Iterable[nn.Parameter], update: ParticleUpdate | str = "stein", *, lr: float,
+    def __init__(self, params: Iterable[nn.Parameter], coupling: Coupling | str = "stein", *, lr: float,
                  optimizer: str = "adam", optimizer_kwargs: dict | None = None, optimizer_eps: float | None = None,
                  temperature: float = 1.0, prior_weight: float = 0.0, log_prior: Callable[[], Tensor] | None = None,
-                 max_grad_norm: float | None = None, max_direction_norm: float | None = None, proximal: float = 0.0,
+                 max_grad_norm: float | None = None, max_direction_norm: float | None = None,
+                 proximal_weight: float = 0.0,
                  groups: int = 1, own: Sequence[nn.Parameter] = (), finite: FiniteFlags | None = None) -> None:
         self.params = list(params)
         if not self.params:
@@ -155,28 +157,29 @@ class ParticleOptimizer:
         self.num_particles = Ms.pop()
         if groups < 1 or self.num_particles % groups:
             raise ValueError(f"groups must divide the {self.num_particles} particles, got {groups}")
-        if groups > 1 and proximal:
+        if groups > 1 and proximal_weight:
             raise ValueError("the proximal term is not available with groups > 1")
         if not (isinstance(lr, (int, float)) and lr > 0):
             raise ValueError(f"lr must be > 0, got {lr!r}")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; choices: {list(OPTIMIZERS)}")
-        if not (math.isfinite(proximal) and proximal >= 0):
-            raise ValueError(f"proximal must be >= 0, got {proximal!r}")
+        if not (math.isfinite(proximal_weight) and proximal_weight >= 0):
+            raise ValueError(f"proximal_weight must be >= 0, got {proximal_weight!r}")
         if not (math.isfinite(temperature) and temperature > 0):
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
         if prior_weight and log_prior is None:
             raise ValueError("a prior weight needs log_prior")
-        self.update = make_update(update) if isinstance(update, str) else update
-        self.groups, self.proximal = int(groups), float(proximal)
+        self.coupling = make_coupling(coupling) if isinstance(coupling, str) else coupling
+        self.groups, self.proximal_weight = int(groups), float(proximal_weight)
         self.temperature, self.prior_weight, self.log_prior = float(temperature), float(prior_weight), log_prior
         self.max_grad_norm = _positive_or_none(max_grad_norm, "max_grad_norm")
         self.max_direction_norm = _positive_or_none(max_direction_norm, "max_direction_norm")
-        self.prev_theta: Tensor | None = None  # (M, D) before the last update (proximal term)
+        self.prev_theta: Tensor | None = None  # (M, D) before the last step (proximal term)
         kwargs = dict(optimizer_kwargs or {})
         if optimizer_eps is not None and optimizer != "sgd":
             kwargs["eps"] = optimizer_eps
-        self.optimizer: torch.optim.Optimizer = OPTIMIZERS[optimizer](self.params, lr=lr, **kwargs)
+        #: the torch optimizer stepped with −φ (``optimizer``'s)
+        self.torch_optimizer: torch.optim.Optimizer = OPTIMIZERS[optimizer](self.params, lr=lr, **kwargs)
         self.own = list(own)
         self.own_optimizer = adam(self.own, lr=lr, eps=optimizer_eps) if self.own else None
         self.finite = finite
@@ -187,15 +190,15 @@ class ParticleOptimizer:
              logged: bool = True) -> StepResult:
         """One move of every particle from ``objective`` J ``(M,)`` (differentiable), steps 1-7.
 
-        :param embed: the particles' outputs on the update's shared inputs ``(M, F)``, where
-            the update asks for them (:attr:`ParticleUpdate.embedding_states`; a function-space
+        :param embed: the particles' outputs on the coupling's shared inputs ``(M, F)``, where
+            the coupling asks for them (:attr:`Coupling.embedding_states`; a function-space
             kernel, a spread controller).
         :param aux_loss: a scalar loss whose gradient reaches ``aux_params`` (e.g. a joint
             critic's weighted value loss), clipped with J's per particle; ``aux_optimizer``
             steps them.
         :param logged: compute log p(θ) for the log even where its weight is 0.
         """
-        optimizers = [self.optimizer, self.own_optimizer, aux_optimizer]
+        optimizers = [self.torch_optimizer, self.own_optimizer, aux_optimizer]
         for opt in optimizers:
             if opt is not None:
                 opt.zero_grad()
@@ -203,19 +206,19 @@ class ParticleOptimizer:
         log_prior = self.log_prior() if self.log_prior is not None and (logged or self.prior_weight) else None
         grad_norm = self._gradients(objective, log_prior, aux_loss, list(aux_params))
         self._flag("gradient", [p.grad for p in moving])
-        direction = self._move(embed)
+        coupling_stats = self._move(embed)
         for opt in optimizers[1:]:
             if opt is not None:
                 opt.step()
         self._flag("parameter", moving)
-        return StepResult(direction, None if log_prior is None else log_prior.detach(), grad_norm)
+        return StepResult(coupling_stats, None if log_prior is None else log_prior.detach(), grad_norm)
 
     def _gradients(self, objective: Tensor, log_prior: Tensor | None, aux_loss: Tensor | None,
                    aux_params: list[Tensor]) -> Tensor | None:
         """Steps 2-5 into ``p.grad``; the norms before clipping ``(M,)`` (None without clipping)."""
-        alpha, w = self.temperature, self.prior_weight
+        temperature, w = self.temperature, self.prior_weight
         if self.max_grad_norm is None:  # one backward: clipping is the identity
-            log_target = objective / alpha
+            log_target = objective / temperature
             log_target = log_target + w * log_prior if w else log_target  # (w = 0 would add exact zeros)
             self._flag("log target (surrogate / temperature + prior)", log_target)
             loss = -log_target.sum()
@@ -227,24 +230,24 @@ class ParticleOptimizer:
         moving = self.params + self.own
         norms = clip_grad_norms(moving + (aux_params if aux_loss is not None else []), self.max_grad_norm)
         with torch.no_grad():
-            torch._foreach_div_([p.grad for p in moving if p.grad is not None], alpha)
+            torch._foreach_div_([p.grad for p in moving if p.grad is not None], temperature)
         if w:
             (-(w * log_prior).sum()).backward()
         return norms
 
     @torch.no_grad()
     def _move(self, embed: Embed | None) -> dict[str, Tensor]:
-        """Step 6 and the particle optimizer's step 7: −φ into ``p.grad``, then the optimizer."""
+        """Step 6 and step 7: −φ into ``p.grad``, then the torch optimizer; the coupling's stats."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         g = flatten(grads).neg_()  # M D, ∇ log target
         theta = flatten([p.detach() for p in self.params])  # M D
         G = self.groups  # groups as (G, M/G, D); one group as (M, D)
         grouped = (lambda x: x.view(G, -1, x.shape[1])) if G > 1 else (lambda x: x)
-        phi, info = self.update.direction(grouped(theta), grouped(g), embed, self.params)
+        phi, stats = self.coupling.direction(grouped(theta), grouped(g), embed, self.params)
         phi = phi.reshape(theta.shape)
-        if self.proximal > 0:
+        if self.proximal_weight > 0:
             if self.prev_theta is not None:
-                phi = phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal)
+                phi = phi.sub_(proximal_gradient(theta, self.prev_theta), alpha=self.proximal_weight)
                 self.prev_theta.copy_(theta)  # in place: it keeps its storage
             else:
                 self.prev_theta = theta
@@ -256,8 +259,8 @@ class ParticleOptimizer:
                 p.grad = torch.neg(d)
             else:
                 torch.neg(d, out=p.grad)
-        self.optimizer.step()
-        return info
+        self.torch_optimizer.step()
+        return stats
 
     def _flag(self, what: str, values: Tensor | list[Tensor | None]) -> None:
         if self.finite is not None:
@@ -266,18 +269,18 @@ class ParticleOptimizer:
     # --- schedule and state -----------------------------------------------------------------
     def set_lr(self, lr: float) -> None:
         """The step size of the particles' and the own parameters' optimizers."""
-        for opt in (self.optimizer, self.own_optimizer):
+        for opt in (self.torch_optimizer, self.own_optimizer):
             if opt is not None:
                 set_lr(opt, lr)
 
     @property
     def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+        return float(self.torch_optimizer.param_groups[0]["lr"])
 
     def state_dict(self) -> dict[str, Any]:
         """The optimizers' states (and the previous particles, with the proximal term), loadable with
         ``torch.load(weights_only=True)``."""
-        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        state: dict[str, Any] = {"optimizer": self.torch_optimizer.state_dict()}
         if self.own_optimizer is not None:
             state["own_optimizer"] = self.own_optimizer.state_dict()
         if self.prev_theta is not None:
@@ -285,20 +288,21 @@ class ParticleOptimizer:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.torch_optimizer.load_state_dict(state["optimizer"])
         if self.own_optimizer is not None:
             self.own_optimizer.load_state_dict(state["own_optimizer"])
         self.prev_theta = state.get("prev_theta")
 
 
-def make_particle_optimizer(update: str, params: Iterable[nn.Parameter], section: Any = None,
+def make_particle_optimizer(coupling: str, params: Iterable[nn.Parameter], section: Any = None,
                             **kwargs: Any) -> ParticleOptimizer:
-    """The particle optimizer of the registered update ``update`` from an ``update`` config
-    section (:data:`OPTIMIZER_OPTIONS` and the update's own options; the lr schedule's keys are
+    """The particle optimizer of the registered coupling ``coupling`` from an ``update`` config
+    section (:data:`OPTIMIZER_OPTIONS` and the coupling's own options; the lr schedule's keys are
     the caller's), plus :class:`ParticleOptimizer`'s other keywords."""
     section = dict(section or {})
-    options = {o.name: section.pop(o.name) for o in UPDATES.get(update).options if o.name in section}
+    options = {o.name: section.pop(o.name) for o in COUPLINGS.get(coupling).options if o.name in section}
     for key in ("lr_halving_every", "lr_halving_start"):
         section.pop(key, None)
-    return ParticleOptimizer(params, make_update(update, **options), proximal=section.pop("proximal_weight", 0.0),
+    return ParticleOptimizer(params, make_coupling(coupling, **options),
+                             proximal_weight=section.pop("proximal_weight", 0.0),
                              **section, **kwargs)

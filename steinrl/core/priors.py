@@ -12,7 +12,7 @@ every particle at once: ``prior.log_prob(groups) -> (M,)``.
 - :class:`JointGammaPrior` (``joint``): the same hierarchy kept *joint*, as the S²VGD
   paper's regression experiments do: each group's precision λ_g ~ Gamma(a, rate b) is a
   per-particle parameter, stored as log λ_g in ``log_precision (M, G)``, which joins the
-  SVGD particle vector (:meth:`Prior.particle_parameters`).
+  particle vector (:meth:`Prior.hyperparameters`).
 
 Priors are :class:`torch.nn.Module` so that learned hyper-parameters travel with
 ``state_dict``; the fixed ones hold no parameters.
@@ -71,8 +71,8 @@ class Prior(nn.Module):
             raise ValueError("a prior needs at least one parameter group")
         return total
 
-    def particle_parameters(self) -> list[nn.Parameter]:
-        """Learned per-particle hyper-parameters (leading dim M) that join the SVGD particles."""
+    def hyperparameters(self) -> list[nn.Parameter]:
+        """Its learned hyperparameters, per particle (leading dim M): they join the particle vector."""
         return list(self.parameters())
 
 

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from steinrl.core.svgd import Forces
+from steinrl.core.stein import Forces
 from steinrl.registry import Option, Registry, at_least_one, named_spec, positive
 
 __all__ = ["Repulsion", "ConstantRepulsion", "TargetShare", "TargetSpread", "BanditRepulsion", "REPULSIONS",

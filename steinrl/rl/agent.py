@@ -6,7 +6,7 @@ the Stein or independent direction, the optimizer), the critic, the iteration's 
 (:class:`~steinrl.rl.draws.Draws`, the job's), the finiteness flags of the iteration, the
 observation statistics and the saved state of every part. It rolls the particles out
 (:meth:`SVPGAgent.collect`); the estimator's own ``learn`` (:mod:`steinrl.rl.estimators`) reads it
-and moves the particles by the one particle step, ``agent.optimizer.step``.
+and moves the particles by the one particle step, ``agent.particle_optimizer.step``.
 
 Seeds can be trained as one batch (G seeds as G·M particles): every random stream is per seed
 (:meth:`~steinrl.rl.draws.Draws.generators`), and the kernel couples particles within their seed.
@@ -94,16 +94,16 @@ class SVPGAgent:
         self.finite = FiniteFlags()  #: this iteration's finiteness, checked by the job (no sync here)
         #: every random number of an iteration (rl/draws.py): the rollout's here, the update's in ``learn``
         self.draws = Draws(self.seeds, self.device) if draws is None else draws
-        self.optimizer: ParticleOptimizer = make_particle_optimizer(
-            METHODS.get(cfg.algo.partition("-")[0]).update,
-            self.policy.kernel_parameters() + self.prior.particle_parameters(),
+        self.particle_optimizer: ParticleOptimizer = make_particle_optimizer(
+            METHODS.get(cfg.algo.partition("-")[0]).coupling,
+            self.policy.kernel_parameters() + self.prior.hyperparameters(),
             cfg.update, groups=G, temperature=cfg.temperature, prior_weight=prior_weight(cfg),
             log_prior=lambda: self.policy.log_prior(self.prior), own=self.policy.head.own_parameters(),
             max_grad_norm=max_grad_norm, finite=self.finite)
-        #: B, the shared states of the particles' embedding, where the particle update asks for the
+        #: B, the shared states of the particles' embedding, where the coupling asks for the
         #: particles' outputs (a function-space kernel, a spread controller); 0: none. (B <= M x
         #: rollout.batch_size: checked with the config, PolicyGradientJob.check_config.)
-        self.embedding_states = self.optimizer.update.embedding_states
+        self.embedding_states = self.particle_optimizer.coupling.embedding_states
         #: the last update's shared states ``(G·M, B, obs_dim)``, normalised
         #: (:func:`~steinrl.rl.embedding.shared_states`)
         self.shared_states: Tensor | None = None
@@ -157,13 +157,14 @@ class SVPGAgent:
 
     def fold_obs_stats(self, batch: Batch) -> None:
         """The batch's valid observations ``(T, M, E, obs_dim)`` into the running statistics."""
-        self.policy.obs_norm.update(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
+        self.policy.obs_norm.observe(batch.obs[:-1].flatten(0, 2), batch.valid.flatten())
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every torch optimizer of the agent, by role: ``particles`` (the particle step's), ``own``
         (the particles' own parameters'), ``critic``."""
         critic = None if self.critic is None else self.critic.optimizer
-        found = {"particles": self.optimizer.optimizer, "own": self.optimizer.own_optimizer, "critic": critic}
+        particles = self.particle_optimizer
+        found = {"particles": particles.torch_optimizer, "own": particles.own_optimizer, "critic": critic}
         return {name: opt for name, opt in found.items() if opt is not None}
 
     def make_capturable(self) -> None:
@@ -185,14 +186,14 @@ class SVPGAgent:
         G = len(self.seeds)
         if self.critic is not None:
             self.critic.settle()  # (never read mid-fit)
-        particle_optimizer = {"optimizer": optimizer_group(self.optimizer.optimizer, group, G)}
-        if self.optimizer.own_optimizer is not None:
-            particle_optimizer["own_optimizer"] = optimizer_group(self.optimizer.own_optimizer, group, G)
-        if self.optimizer.prev_theta is not None:
-            particle_optimizer["prev_theta"] = rows(self.optimizer.prev_theta, group, G)
+        particle_optimizer = {"optimizer": optimizer_group(self.particle_optimizer.torch_optimizer, group, G)}
+        if self.particle_optimizer.own_optimizer is not None:
+            particle_optimizer["own_optimizer"] = optimizer_group(self.particle_optimizer.own_optimizer, group, G)
+        if self.particle_optimizer.prev_theta is not None:
+            particle_optimizer["prev_theta"] = rows(self.particle_optimizer.prev_theta, group, G)
         state = {"policy": module_group(self.policy, group, G), "prior": module_group(self.prior, group, G),
                  "particle_optimizer": particle_optimizer}
-        repulsion = self.optimizer.update.repulsion
+        repulsion = self.particle_optimizer.coupling.repulsion
         if repulsion is not None and repulsion.state_dict(group, G):
             state["repulsion"] = repulsion.state_dict(group, G)
         if self.critic is not None:
@@ -214,14 +215,15 @@ class SVPGAgent:
         self.prior.load_state_dict(module_join(self.prior, [s["prior"] for s in states]))
         parts = [s["particle_optimizer"] for s in states]
         prev = [p.get("prev_theta") for p in parts]
-        joined = {"optimizer": optimizer_join(self.optimizer.optimizer, [p["optimizer"] for p in parts])}
-        if self.optimizer.own_optimizer is not None:
-            joined["own_optimizer"] = optimizer_join(self.optimizer.own_optimizer, [p["own_optimizer"] for p in parts])
+        particles = self.particle_optimizer
+        joined = {"optimizer": optimizer_join(particles.torch_optimizer, [p["optimizer"] for p in parts])}
+        if particles.own_optimizer is not None:
+            joined["own_optimizer"] = optimizer_join(particles.own_optimizer, [p["own_optimizer"] for p in parts])
         if prev[0] is not None:
             joined["prev_theta"] = torch.cat(prev)
-        self.optimizer.load_state_dict(joined)
-        if self.optimizer.update.repulsion is not None and "repulsion" in states[0]:
-            self.optimizer.update.repulsion.load_state_dict([s["repulsion"] for s in states])
+        self.particle_optimizer.load_state_dict(joined)
+        if self.particle_optimizer.coupling.repulsion is not None and "repulsion" in states[0]:
+            self.particle_optimizer.coupling.repulsion.load_state_dict([s["repulsion"] for s in states])
         if self.critic is not None:
             critic = [s["critic"] for s in states]
             self.critic.load_state_dict(module_join(self.critic, [c["module"] for c in critic]))

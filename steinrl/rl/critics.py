@@ -156,7 +156,7 @@ class ValueEnsemble(Critic):
     - on its own (default): after the policy update, :meth:`fit` takes ``steps`` Adam steps
       on random minibatches of ``minibatch`` samples per particle, regressing targets
       standardised per particle (V = mu + sigma f, mu and sigma the latest targets' mean and std);
-    - jointly with the policy (SB3's and CleanRL's PPO): every particle update (each PPO
+    - jointly with the policy (SB3's and CleanRL's PPO): every particle step (each PPO
       minibatch of each epoch) also takes one Adam step on :meth:`value_loss` of the same
       samples, V = f (no target standardisation; with reward scaling the returns are of
       unit order anyway), its gradient weighted by ``vf_coef`` and clipped with the policy's
@@ -179,7 +179,7 @@ class ValueEnsemble(Critic):
         Option("init", str, "glorot", "Weight init of the value MLPs (orthogonal: gain sqrt 2 hidden, 1 output, "
                "bias 0, PPO's; torch: nn.Linear's default, SB3's with ortho_init false).", choices=INITS),
         Option("joint", bool, False,
-               "Fit in the policy's update steps: each particle update (every PPO minibatch) also takes an Adam step "
+               "Fit in the policy's update steps: each particle step (every PPO minibatch) also takes an Adam step "
                "on the value loss of its samples, V unstandardised (SB3's, CleanRL's PPO); false: steps regression "
                "steps of its own after the policy update."),
         Option("vf_coef", float, 0.5, "joint: weight of the value loss in the gradient whose norm "

@@ -34,7 +34,7 @@ class UpdateStats:
     surrogate: Tensor  # (M,)
     log_prior: Tensor  # (M,)
     entropy: Tensor  # (M,)
-    direction: dict[str, Tensor]  # the particle update's: bandwidth, kernel_mean, ...: (G,) or 0-dim
+    coupling_stats: dict[str, Tensor]  # the coupling's: bandwidth, kernel_mean, ...: (G,) or 0-dim
     value_loss: Tensor | None  # (M,)
     explained_variance: Tensor | None  # (M,), NaN where the targets are constant
     extra: dict[str, Tensor] = field(default_factory=dict)  # (M,) each: clip_fraction, approx_kl, grad_norm
@@ -48,7 +48,7 @@ class UpdateStats:
         rows = {k: v.detach().view(groups, -1).mean(1) for k, v in columns.items()}
         if self.explained_variance is not None:
             rows["explained_variance"] = self.explained_variance.view(groups, -1).nanmean(1)
-        rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.direction.items()})
+        rows.update({k: v.detach().reshape(-1).expand(groups) for k, v in self.coupling_stats.items()})
         return rows
 
 

@@ -19,12 +19,12 @@ import torch
 from torch import Tensor
 
 from steinrl import envs
+from steinrl.core.couplings import COUPLINGS, check_embedding_states
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS, halved_lr, set_lr
 from steinrl.core.priors import PRIORS
-from steinrl.core.updates import UPDATES, check_embedding_states
 from steinrl.job import headline_summary
 from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
 from steinrl.rl.agent import SVPGAgent
@@ -75,7 +75,7 @@ class PolicyGradientJob:
                "(summed over resumes) past this many seconds; null: no limit.", check=positive),
         # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there
         # (research/results/temperature.md).
-        Option("temperature", float, 10.0, "SVPG temperature alpha: the target is exp(J / alpha) p(theta).",
+        Option("temperature", float, 10.0, "The temperature α: the target is exp(J / α) p(θ).",
                check=positive),
     )
 
@@ -118,9 +118,9 @@ class PolicyGradientJob:
             "prior": (Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
                       *options_of(PRIORS.get(prior_name)),
                       Option("weight", (float, None), None,
-                             "Weight w of log p(theta) in the target J/alpha + w log p; null: 1 / (alpha * "
+                             "Weight w of log p(θ) in the target J / α + w log p (α: the temperature); null: 1 / (α * "
                              "batch_size), one step's worth of tempered likelihood.", check=non_negative)),
-            "update": OPTIMIZER_OPTIONS + options_of(UPDATES.get(m.update)),
+            "update": OPTIMIZER_OPTIONS + options_of(COUPLINGS.get(m.coupling)),
             "estimator": options_of(est),
         }
         if est.uses_critic:
@@ -139,8 +139,8 @@ class PolicyGradientJob:
         sample = cls.sections(METHODS.names()[0], "a2c", {})
         rows += [("prior", "every prior", tuple(o for o in sample["prior"] if o.name in ("name", "weight")))]
         rows += [("prior", name, options_of(prior)) for name, prior in PRIORS.items()]
-        rows += [("update", "every particle update", OPTIMIZER_OPTIONS)]
-        rows += [("update", name, options_of(update)) for name, update in UPDATES.items() if options_of(update)]
+        rows += [("update", "every method (the particle optimizer)", OPTIMIZER_OPTIONS)]
+        rows += [("update", name, options_of(update)) for name, update in COUPLINGS.items() if options_of(update)]
         rows += [("estimator", name, options_of(est)) for name, est in ESTIMATORS.items()]
         rows += [("critic", "every critic", sample["critic"][:1])]
         rows += [("critic", name, options_of(critic)) for name, critic in CRITICS.items()]
@@ -271,10 +271,10 @@ class PolicyGradientJob:
         and ``critic.lr``, each times the estimator's
         :meth:`~steinrl.rl.estimators.Estimator.lr_fraction` (annealing over :meth:`progress`), and
         the repulsion controller's choice of the iteration (the bandit's λ)."""
-        cfg, optimizer, critic = self.cfg, self.agent.optimizer, self.agent.critic
+        cfg, optimizer, critic = self.cfg, self.agent.particle_optimizer, self.agent.critic
         fraction = self.estimator.lr_fraction(self.progress(iteration))
-        if optimizer.update.repulsion is not None:
-            optimizer.update.repulsion.start(iteration, self.seeds)
+        if optimizer.coupling.repulsion is not None:
+            optimizer.coupling.repulsion.start(iteration, self.seeds)
         optimizer.set_lr(halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start)
                          * fraction)
         if critic is not None and critic.optimizer is not None:
@@ -328,7 +328,7 @@ class PolicyGradientJob:
                 "time/total_seconds": self.seconds,
             })
             rows.append(scalars)
-        repulsion = self.agent.optimizer.update.repulsion
+        repulsion = self.agent.particle_optimizer.coupling.repulsion
         if repulsion is not None:  # the iteration's score per seed (the bandit's reward)
             repulsion.observe([row.get("rollout/ep_rew_max_particle", math.nan) for row in rows])
         return rows

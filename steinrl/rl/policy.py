@@ -69,7 +69,7 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: Tensor, weight: Tensor | None = None) -> None:
+    def observe(self, x: Tensor, weight: Tensor | None = None) -> None:
         """Fold a batch ``(B, obs_dim)`` of raw observations into the statistics (``weight``
         ``(B,)`` 0/1 selects the rows to count, without a host sync)."""
         if not self.enabled or x.numel() == 0:

@@ -1,7 +1,7 @@
 """Algorithm names are compositions: ``<method>-<estimator>``, parsed into registered parts.
 
 The *method* (:data:`steinrl.core.methods.METHODS`) fixes the prior family (layer) and
-the particle update; the *estimator* fixes how the objective is estimated and thereby
+the coupling; the *estimator* fixes how the objective is estimated and thereby
 the kind of job: RL estimators (:data:`steinrl.rl.estimators.ESTIMATORS`: ``reinforce``,
 ``a2c``, ``ppo``) make a :class:`~steinrl.rl.job.PolicyGradientJob`; ``ts`` (Stein
 Thompson sampling) and the bandit baselines (``uniform``, ``linfullpost``, ...: names

@@ -56,7 +56,8 @@ def train_parser(prog: str = "steinrl train") -> argparse.ArgumentParser:
     p.add_argument("--seeds", metavar="S1,S2,...", help="RL: train several seeds as one batch (continuing or cut "
                    "sampling: the swing-ups' default, or --preset fast), each with its own run directory "
                    "<run-name>-seed<S>")
-    p.add_argument("--temperature", type=float, help="SVPG temperature alpha")
+    p.add_argument("--temperature", type=float, metavar="α",
+                   help="the temperature α of the target exp(J / α) p(θ) (RL)")
     p.add_argument("--device", help="torch device: cpu or cuda")
     p.add_argument("--logdir", help="root of run directories (default runs)")
     p.add_argument("--run-name", help="run directory name (default seed<seed>-<timestamp>)")

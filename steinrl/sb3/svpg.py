@@ -132,7 +132,7 @@ class SVPG(BaseAlgorithm):
         before ``config_overrides``.
     :param config_overrides: any other steinrl config key, bare where unambiguous or dotted
         through a dict, e.g. ``batch_size=1000``, ``envs_per_particle=4``,
-        ``temperature=10.0``, ``horizon=500`` (``learning_rate`` is the particle update's
+        ``temperature=10.0``, ``horizon=500`` (``learning_rate`` is the particle step's
         ``update.lr``).
     """
 
@@ -229,7 +229,7 @@ class SVPG(BaseAlgorithm):
 
     @property
     def iteration(self) -> int:
-        """Particle updates (iterations) done so far."""
+        """Iterations (rollout and update) done so far."""
         return self.trainer.iteration
 
     # --- training -----------------------------------------------------------------
@@ -313,7 +313,7 @@ class SVPG(BaseAlgorithm):
         self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/learning_rate", self.agent.optimizer.lr)
+        self.logger.record("train/learning_rate", self.agent.particle_optimizer.lr)
         if log_interval is not None and log_interval > 0 and self._n_updates % log_interval == 0:
             self.logger.dump(step=self.num_timesteps)
 

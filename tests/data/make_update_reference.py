@@ -3,7 +3,7 @@
 update was rewritten as one class per estimator over one shared particle step.
 
 Recorded at commit cafe6a3 (the update spread over ``rl/agent.py``, ``core/optim.py`` and
-``core/svgd.py``) with
+``core/stein.py``) with
 
     git worktree add /tmp/before cafe6a3 && mkdir /tmp/old && cp -r /tmp/before/steinrl /tmp/old/
     cp -r /tmp/before/envs /tmp/old/steinrl/envs && cp -r /tmp/before/configs /tmp/old/steinrl/configs

@@ -42,7 +42,7 @@ class LinFullPost(BanditAgent):
         return self.posterior.sample_rewards(contexts.astype(np.float64), rng).argmax(1)
 
     def observe(self, contexts: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
-        self.posterior.update(contexts.astype(np.float64), arms, rewards)
+        self.posterior.observe(contexts.astype(np.float64), arms, rewards)
 
     def state_dict(self) -> dict[str, Any]:
         return {k: torch.from_numpy(v) for k, v in self.posterior.statistics().items()}
@@ -67,7 +67,7 @@ class NeuralLinear(BanditAgent):
         return self.posterior.sample_rewards(self.network.features(contexts), rng).argmax(1)
 
     def observe(self, contexts: np.ndarray, arms: np.ndarray, rewards: np.ndarray) -> None:
-        self.posterior.update(self.network.features(contexts), arms, rewards)
+        self.posterior.observe(self.network.features(contexts), arms, rewards)
 
     def refit(self, history: History, step: int) -> dict[str, float]:
         scalars = self.network.fit(history, step)

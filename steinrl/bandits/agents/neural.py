@@ -8,7 +8,7 @@ decaying as ``lr / (1 + lr_decay · t)`` over all steps t of the run, each parti
 clipped to ``protocol.max_grad_norm``.
 
 - ``<method>-ts`` (:class:`SteinThompsonSampling`): the particles are moved by the
-  method's particle update (SVGD, or independent) towards the posterior
+  method's coupling (SVGD, or independent) towards the posterior
   p(θ | D) ∝ Π_t N(r_t; f_θ(x_t)_{a_t}, σ²) p(θ): the minibatch log-likelihood is scaled
   by N / B. Each round one particle is drawn uniformly and its greedy arm is played.
 - ``greedy`` / ``egreedy``: one network fitted to Showdown's cost (the minibatch mean of
@@ -76,19 +76,19 @@ class ParticleRegressor:
             groups = {name: g.shape[1] for name, g in self.net.prior_groups().items()}
             options = {k: v for k, v in cfg.prior.items() if k not in ("name", "weight")}
             self.prior = make_prior(cfg.prior.name, groups, particles, **options)
-            params += self.prior.particle_parameters()
+            params += self.prior.hyperparameters()
             if cfg.likelihood.learn_noise:
                 start = -math.log(cfg.likelihood.noise_variance)
                 self.log_noise_precision = torch.nn.Parameter(torch.full((particles, num_arms), start))
                 params.append(self.log_noise_precision)
         protocol = cfg.protocol
-        self.optimizer = make_particle_optimizer(spec.update if spec else "independent", params,
+        self.particle_optimizer = make_particle_optimizer(spec.coupling if spec else "independent", params,
                                                  cfg.update if spec else None, lr=protocol.lr,
                                                  optimizer=protocol.optimizer,
                                                  max_direction_norm=protocol.max_grad_norm)
-        #: the embedding's shared inputs (a function-space kernel's, a spread controller's): the first
+        #: B, the embedding's shared inputs (a function-space kernel's, a spread controller's): the first
         #: B contexts of every refit minibatch (B <= protocol.minibatch: checked with the config)
-        self.shared_inputs = self.optimizer.update.embedding_states
+        self.embedding_states = self.particle_optimizer.coupling.embedding_states
         self.steps_taken = 0  #: optimizer steps so far (the learning-rate schedule's t)
 
     @torch.no_grad()
@@ -125,34 +125,34 @@ class ParticleRegressor:
         return (n_data / B) * log_lik + weight * self.net.log_prior(self.prior) + noise_prior
 
     def fit(self, history: History, step: int) -> dict[str, float]:
-        """``protocol.refit_steps`` particle updates on minibatches of ``history``."""
+        """``protocol.refit_steps`` particle steps on minibatches of ``history``."""
         protocol = self.cfg.protocol
         rng = np.random.default_rng([self.cfg.seed, step, 17])
         contexts = torch.from_numpy(history.contexts)
         arms = torch.from_numpy(history.arms)
         rewards = torch.from_numpy(history.rewards).float()
         n = len(history)
-        info: dict[str, torch.Tensor] = {}
+        stats: dict[str, torch.Tensor] = {}
         for _ in range(protocol.refit_steps):
             idx = torch.from_numpy(rng.integers(n, size=protocol.minibatch))
             lr = inverse_time_lr(protocol.lr, protocol.lr_decay, self.steps_taken)
-            self.optimizer.set_lr(lr)
-            shared = contexts[idx[:self.shared_inputs]]  # the embedding's inputs: the first B contexts
+            self.particle_optimizer.set_lr(lr)
+            shared = contexts[idx[:self.embedding_states]]  # the embedding's inputs: the first B contexts
 
             def embed(shared: torch.Tensor = shared) -> torch.Tensor:  # the reward net's predictions (M, B k)
                 return self.net(shared).flatten(1)
 
-            info = self.optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n),
-                                       embed=embed if self.shared_inputs else None).direction
+            stats = self.particle_optimizer.step(self._log_target(contexts[idx], arms[idx], rewards[idx], n),
+                                                 embed=embed if self.embedding_states else None).coupling_stats
             self.steps_taken += 1
         scalars = {"mse": self.last_mse, "lr": lr}
-        scalars.update({k: float(v) for k, v in info.items()})
+        scalars.update({k: float(v) for k, v in stats.items()})
         if self.log_noise_precision is not None:
             scalars["noise_sd"] = float((-0.5 * self.log_noise_precision.detach()).exp().mean())
         return scalars
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"net": self.net.state_dict(), "particle_optimizer": self.optimizer.state_dict(),
+        state = {"net": self.net.state_dict(), "particle_optimizer": self.particle_optimizer.state_dict(),
                  "steps_taken": self.steps_taken}
         if self.prior is not None:
             state["prior"] = self.prior.state_dict()
@@ -167,7 +167,7 @@ class ParticleRegressor:
         if self.log_noise_precision is not None:
             with torch.no_grad():
                 self.log_noise_precision.copy_(state["log_noise_precision"])
-        self.optimizer.load_state_dict(state["particle_optimizer"])
+        self.particle_optimizer.load_state_dict(state["particle_optimizer"])
         self.steps_taken = int(state["steps_taken"])
 
 

@@ -93,7 +93,7 @@ class A2C(Estimator):
                 aux = {"aux_loss": critic.vf_coef * value_loss.sum(), "aux_params": list(critic.net.parameters()),
                        "aux_optimizer": critic.optimizer}
             # 5. The particle step: α, prior, clipping, the Stein direction, the optimizer (and the critic's).
-            result = agent.optimizer.step(surrogate, embed=embed, **aux)
+            result = agent.particle_optimizer.step(surrogate, embed=embed, **aux)
         step = logged(result, value_loss, surrogate=surrogate.detach(), entropy=entropy.detach())
         return summarize([step], advantages, None if fit is None else fit.result())
 

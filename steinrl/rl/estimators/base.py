@@ -4,7 +4,7 @@ An estimator is a small algorithm class (SB3's shape, with the particle axis): t
 (a dataclass whose fields are the ``estimator`` config section), the advantages of a rollout
 (:meth:`Estimator.advantages`) and its own :meth:`Estimator.learn`, one page in its own module:
 the samples it trains on, the log-probabilities, the losses (a critic's value loss included) and
-the particle step, ``agent.optimizer.step`` (α, the prior, clipping, the Stein direction and the
+the particle step, ``agent.particle_optimizer.step`` (α, the prior, clipping, the Stein direction and the
 optimizer in one place). It reads the agent (:class:`~steinrl.rl.agent.SVPGAgent`: policy, critic,
 particle optimizer, finiteness flags) and draws every random number through the iteration's
 :class:`~steinrl.rl.draws.Draws`. Adding one is a module here with a class registered in
@@ -55,9 +55,9 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
 
 
 def logged(result: StepResult, value_loss: Tensor | None = None, **values: Tensor) -> dict[str, Any]:
-    """What one particle step logs: its ``direction`` and ``log_prior``, a joint critic's
+    """What one particle step logs: its ``coupling_stats`` and ``log_prior``, a joint critic's
     ``value_loss``, the ``grad_norm`` (with clipping), then the estimator's ``values`` (each ``(M,)``)."""
-    step: dict[str, Any] = {"direction": result.direction, "log_prior": result.log_prior}
+    step: dict[str, Any] = {"coupling_stats": result.coupling_stats, "log_prior": result.log_prior}
     if value_loss is not None:
         step["value_loss"] = value_loss.detach()
     if result.grad_norm is not None:
@@ -67,12 +67,13 @@ def logged(result: StepResult, value_loss: Tensor | None = None, **values: Tenso
 
 def summarize(steps: list[dict[str, Any]], advantages: Advantages, value_loss: Tensor | None) -> UpdateStats:
     """An update's statistics from its logged steps (:func:`logged`): the means over the steps,
-    the last step's direction info and log prior, and the critic's value loss ``(M,)`` (a fit of
+    the last step's coupling stats and log prior, and the critic's value loss ``(M,)`` (a fit of
     its own; else the joint steps' mean)."""
-    mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1] if k not in ("direction", "log_prior")}
+    mean = {k: torch.stack([s[k] for s in steps]).mean(0) for k in steps[-1]
+            if k not in ("coupling_stats", "log_prior")}
     joint_loss = mean.pop("value_loss", None)
     return UpdateStats(surrogate=mean.pop("surrogate"), log_prior=steps[-1]["log_prior"], entropy=mean.pop("entropy"),
-                       direction=steps[-1]["direction"], explained_variance=advantages.explained_variance,
+                       coupling_stats=steps[-1]["coupling_stats"], explained_variance=advantages.explained_variance,
                        value_loss=value_loss if value_loss is not None else joint_loss, extra=mean)
 
 

@@ -50,7 +50,7 @@ class PPOSettings(A2CSettings):
     epochs: int = setting(4, "Passes over each particle's batch per iteration.", check=at_least_one)
     minibatches: int = setting(
         1, "Random parts each particle's batch is split into per pass, the same number for every particle, a "
-        "particle update (SVGD step) on each (32 with 2048 steps: SB3's batch_size 64); 1: the whole batch.",
+        "particle step on each (32 with 2048 steps: SB3's batch_size 64); 1: the whole batch.",
         check=at_least_one)
     normalize_per_minibatch: bool = setting(
         False, "With normalize_advantages: standardise over each particle's minibatch (mean, unbiased std + 1e-8: "
@@ -59,7 +59,7 @@ class PPOSettings(A2CSettings):
                               check=non_negative)
     max_grad_norm: float | None = setting(
         None, "Clip each particle's gradient of J (with critic.joint: and of its vf_coef-weighted value loss) to "
-        "this Euclidean norm before the particle update (SB3's 0.5, per particle here); null: no clipping.",
+        "this Euclidean norm before the particle step (SB3's 0.5, per particle here); null: no clipping.",
         kind=(float, None), check=positive)
     anneal_lr: bool = setting(False, "Anneal update.lr and critic.lr linearly to 0 over the run: lr (1 - iteration "
                               "/ iterations) (CleanRL).")
@@ -171,7 +171,7 @@ class PPO(A2C):
                         aux = {"aux_loss": critic.vf_coef * value_loss.sum(),
                                "aux_params": list(critic.net.parameters()), "aux_optimizer": critic.optimizer}
                     # the particle step: α, prior, clipping, the Stein direction, the optimizer (and the critic's)
-                    result = agent.optimizer.step(objective, embed=embed, logged=logs, **aux)
+                    result = agent.particle_optimizer.step(objective, embed=embed, logged=logs, **aux)
                     epoch_steps.append(logged(result, value_loss, surrogate=surrogate.detach(),
                                               entropy=entropy.detach(), **diagnostics))
                 steps = epoch_steps or steps  # the last pass that stepped

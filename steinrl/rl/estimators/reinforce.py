@@ -53,5 +53,5 @@ class Reinforce(Estimator):
             # 3. The objective J(θ_i) (M,).
             surrogate = masked_mean(log_prob * samples.advantages, samples.mask)
             # 4. The particle step: α, prior, clipping, the Stein direction, the optimizer.
-            result = agent.optimizer.step(surrogate, embed=embed)
+            result = agent.particle_optimizer.step(surrogate, embed=embed)
         return summarize([logged(result, surrogate=surrogate.detach(), entropy=entropy.detach())], advantages, None)

@@ -24,7 +24,7 @@ distances ‖c_i‖² + ‖c_j‖² − 2⟨c_i, c_j⟩ cancel and would hand th
 relative error, amplified by ‖c‖²/d². (steinrl never turns on torch's TF32 flags: they are
 process-wide and would reach that Gram too.)
 
-:class:`steinrl.core.updates.SteinUpdate` calls :func:`svgd_direction`;
+:class:`steinrl.core.couplings.SteinCoupling` calls :func:`svgd_direction`;
 :class:`steinrl.core.particle_optimizer.ParticleOptimizer` hands −φ to a torch optimizer.
 """
 
@@ -40,7 +40,7 @@ from torch import Tensor
 from steinrl.core.kernels import Kernel, RBFKernel, bandwidth, sq_dists_from_gram
 
 __all__ = ["flatten", "unflatten_into", "svgd_direction", "kernel_terms", "KernelTerms", "Forces", "proximal_gradient",
-           "direction_stats", "PRECISIONS", "ATTRACTIVE_NORM_MAX_DIM"]
+           "independent_stats", "PRECISIONS", "ATTRACTIVE_NORM_MAX_DIM"]
 
 #: Precisions of the kernel product (``precision=`` of :func:`svgd_direction`).
 PRECISIONS = ("full", "bf16")
@@ -140,7 +140,7 @@ def _squeeze(info: dict[str, Tensor], grouped: bool) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def direction_stats(theta: Tensor, grad: Tensor) -> dict[str, Tensor]:
+def independent_stats(theta: Tensor, grad: Tensor) -> dict[str, Tensor]:
     """What particles that follow their own gradients (φ = g, no kernel) report: the mean
     distance and the norm of the gradients ``(G)`` (no bandwidth or kernel: there is none)."""
     _check_shapes(theta, grad)

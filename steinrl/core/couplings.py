@@ -1,18 +1,19 @@
-"""Particle updates, registered by name: how the particles' gradients become their direction φ.
+"""Couplings, registered by name: how the particles are coupled, i.e. how their gradients become
+their direction φ.
 
-- ``stein``: the SVGD direction (:func:`steinrl.core.svgd.svgd_direction`) under a Stein kernel
+- ``stein``: the SVGD direction (:func:`steinrl.core.stein.svgd_direction`) under a Stein kernel
   (``update.kernel``, :mod:`steinrl.core.kernels`), in weight or function space
   (:func:`steinrl.core.function_space.function_space_direction`): each particle follows the
   kernel-weighted gradients of the others (attractive term) and is pushed away from them
   (repulsive term, weighted by ``update.repulsion``, :mod:`steinrl.core.repulsion`);
 - ``independent``: κ = I, every particle follows its own gradient, the papers' baseline.
 
-An update declares the options it adds to the ``update`` config section (the options every
-update shares are the particle optimizer's, :data:`steinrl.core.particle_optimizer.OPTIMIZER_OPTIONS`)
-and returns ``(phi, info)`` from :meth:`ParticleUpdate.direction`, ``info`` holding the logged
+A coupling declares the options it adds to the ``update`` config section (the options every
+method shares are the particle optimizer's, :data:`steinrl.core.particle_optimizer.OPTIMIZER_OPTIONS`)
+and returns ``(phi, stats)`` from :meth:`Coupling.direction`, ``stats`` holding the logged
 ``train/bandwidth``, ``train/kernel_mean``, ``train/mean_pairwise_distance``,
 ``train/attractive_norm`` and ``train/repulsive_norm`` (and a controller's ``train/repulsion_weight``
-and state); the independent update, which has no kernel, only the mean distance and the gradients' norm.
+and state); the independent coupling, which has no kernel, only the mean distance and the gradients' norm.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ from torch import Tensor
 from steinrl.core.function_space import function_space_direction
 from steinrl.core.kernels import Kernel, kernel_spec, make_kernel
 from steinrl.core.repulsion import Repulsion, make_repulsion, output_spread, repulsion_spec
-from steinrl.core.svgd import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, direction_stats, svgd_direction
+from steinrl.core.stein import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, independent_stats, svgd_direction
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry
 
-__all__ = ["ParticleUpdate", "SteinUpdate", "IndependentUpdate", "UPDATES", "KERNEL_OPTION", "REPULSION_OPTION",
-           "make_update", "Embed"]
+__all__ = ["Coupling", "SteinCoupling", "IndependentCoupling", "COUPLINGS", "KERNEL_OPTION", "REPULSION_OPTION",
+           "make_coupling", "Embed"]
 
 #: ``() -> outputs``: the particles' outputs on B shared inputs, flattened ``(M, F)``, differentiable in
 #: the parameters the particle step moves (a function-space kernel's or a spread controller's input)
@@ -49,7 +50,7 @@ REPULSION_OPTION = Option("repulsion", (str, dict), {"name": "constant", "weight
                           "..., <parameter>: ...}, see the controller table below", normalize=repulsion_spec)
 
 
-class ParticleUpdate:
+class Coupling:
     """Base class: φ from the particles ``theta`` and their log-target gradients ``grad``.
 
     Subclasses declare ``options`` (keys of the ``update`` section beyond the optimizer's,
@@ -64,25 +65,25 @@ class ParticleUpdate:
 
     @property
     def embedding_states(self) -> int:
-        """B, the shared inputs of the particles' outputs the update needs (0: it needs none)."""
+        """B, the shared inputs of the particles' outputs the coupling needs (0: it needs none)."""
         return 0
 
     def direction(self, theta: Tensor, grad: Tensor, embed: Embed | None = None,
                   params: Sequence[Tensor] = ()) -> tuple[Tensor, dict[str, Tensor]]:
-        """φ and the info from ``theta`` and ``grad`` ``(M, D)`` (0-dim info), or ``(G, M, D)`` (G
-        groups coupled only within themselves; ``(G,)`` info); ``embed`` and the moved ``params``:
+        """φ and its stats from ``theta`` and ``grad`` ``(M, D)`` (0-dim stats), or ``(G, M, D)`` (G
+        groups coupled only within themselves; ``(G,)`` stats); ``embed`` and the moved ``params``:
         where :attr:`embedding_states` asks for the particles' outputs. ``theta`` and ``grad`` are
         not modified; φ (any shape of as many elements) may be a new tensor or ``grad`` itself."""
         raise NotImplementedError
 
 
-#: Particle updates by name (the ``update`` of a method, :data:`steinrl.core.methods.METHODS`).
-UPDATES: Registry[type[ParticleUpdate]] = Registry("particle update")
+#: Couplings by name (the ``coupling`` of a method, :data:`steinrl.core.methods.METHODS`).
+COUPLINGS: Registry[type[Coupling]] = Registry("coupling")
 _NORM = {"auto": None, "on": True, "off": False}
 
 
-@UPDATES.register("stein")
-class SteinUpdate(ParticleUpdate):
+@COUPLINGS.register("stein")
+class SteinCoupling(Coupling):
     """The SVGD direction under a Stein kernel, in weight or function space, with the repulsive
     term weighted by a controller.
 
@@ -92,7 +93,7 @@ class SteinUpdate(ParticleUpdate):
     :param repulsion: a :class:`~steinrl.core.repulsion.Repulsion` controller or its spec
         (None or ``constant`` at 1: SVGD's direction).
     :param attractive_norm: ``auto`` / ``on`` / ``off``: log the attractive term's norm (see
-        :func:`~steinrl.core.svgd.svgd_direction`).
+        :func:`~steinrl.core.stein.svgd_direction`).
     :param kernel_precision: ``full`` or ``bf16`` kernel products (weight space).
     """
 
@@ -103,7 +104,7 @@ class SteinUpdate(ParticleUpdate):
         REPULSION_OPTION,
         Option("attractive_norm", str, "auto",
                f"Log train/attractive_norm, which costs an MxM Gram of the gradients (M²D multiply-adds, a third of "
-               f"the SVGD step's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per "
+               f"the Stein direction's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per "
                f"particle), on or off; a repulsion controller computes it anyway", choices=tuple(_NORM)),
         Option("kernel_precision", str, "full",
                "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
@@ -137,22 +138,22 @@ class SteinUpdate(ParticleUpdate):
                              "inputs: pass the particle step an embed() returning them (M, F)")
         if self.kernel.space == "functions":
             with torch.enable_grad():  # the pull-back differentiates the outputs (the particle step runs without)
-                phi, info = function_space_direction(embed(), params, grad.reshape(-1, grad.shape[-1]),
+                phi, stats = function_space_direction(embed(), params, grad.reshape(-1, grad.shape[-1]),
                                                      kernel=self.kernel, groups=G, repulsion=self.repulsion)
         else:
             spread = None
             if self.repulsion is not None and self.repulsion.needs_embedding:
                 with torch.no_grad():
                     spread = output_spread(embed(), G, self.embedding_states)
-            phi, info = svgd_direction(theta, grad, kernel=self.kernel, attractive_norm=self.attractive_norm,
+            phi, stats = svgd_direction(theta, grad, kernel=self.kernel, attractive_norm=self.attractive_norm,
                                        precision=self.precision, repulsion=self.repulsion, spread=spread)
         if self.repulsion is not None:
-            info.update({k: v if G > 1 else v.reshape(()) for k, v in self.repulsion.info().items()})
-        return phi, info
+            stats.update({k: v if G > 1 else v.reshape(()) for k, v in self.repulsion.info().items()})
+        return phi, stats
 
 
-@UPDATES.register("independent")
-class IndependentUpdate(ParticleUpdate):
+@COUPLINGS.register("independent")
+class IndependentCoupling(Coupling):
     """φ = g: every particle follows its own gradient (no kernel)."""
 
     name = "independent"
@@ -160,16 +161,16 @@ class IndependentUpdate(ParticleUpdate):
 
     def direction(self, theta: Tensor, grad: Tensor, embed: Embed | None = None,
                   params: Sequence[Tensor] = ()) -> tuple[Tensor, dict[str, Tensor]]:
-        return grad, direction_stats(theta, grad)
+        return grad, independent_stats(theta, grad)
 
 
-def make_update(name: str, **options: Any) -> ParticleUpdate:
-    """The registered update ``name`` with its declared ``options`` (others are an error)."""
-    cls = UPDATES.get(name)
+def make_coupling(name: str, **options: Any) -> Coupling:
+    """The registered coupling ``name`` with its declared ``options`` (others are an error)."""
+    cls = COUPLINGS.get(name)
     declared = {o.name for o in cls.options}
     unknown = sorted(set(options) - declared)
     if unknown:
-        raise ValueError(f"the {name} update does not take {unknown}; its options: {sorted(declared) or 'none'}")
+        raise ValueError(f"the {name} coupling does not take {unknown}; its options: {sorted(declared) or 'none'}")
     return cls(**options)
 
 
