@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.bayes.regression import PARTICLE_METHODS, REGRESSION_METHODS, fit_regressor, load_uci, split_indices  # noqa: E402
-from steinrl.core.couplings import COUPLINGS, check_embedding_states  # noqa: E402
+from steinrl.core.couplings import COUPLINGS, SteinSettings, check_embedding_states  # noqa: E402
 from steinrl.core.kernels import kernel_spec  # noqa: E402
 from steinrl.core.methods import METHODS  # noqa: E402
 from steinrl.errors import ConfigError  # noqa: E402
@@ -123,7 +123,7 @@ def parse_update(items: list[str], batch_size: int) -> dict:
     section = {k: coerce(options[k], v, k, "--update", kernel_spec(DEFAULT_KERNEL) if k == "kernel" else None)
                for k, v in out.items()}  # checked; kept as given
     try:
-        check_embedding_states(section, batch_size, f"the minibatch (--batch-size {batch_size})")
+        check_embedding_states(SteinSettings(**section), batch_size, f"the minibatch (--batch-size {batch_size})")
     except ConfigError as exc:
         raise ConfigError(f"--update: {exc}") from None
     return out

@@ -49,7 +49,7 @@ kernel cache (``~/.cache/warp/<version>``, or ``$WARP_CACHE_PATH``).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -327,20 +327,27 @@ def make_warp_vec(name: str, num_envs: int, **options: Any) -> WarpMujocoTask:
     return WARP_TASKS[env_id](num_envs, **options)
 
 
-def warp_backend(cfg: Any) -> bool:
-    """Whether a run of ``cfg`` steps its envs on MuJoCo Warp: ``rollout.vectorization`` ``warp``
-    (any device; a ConfigError where it cannot), or ``auto`` on a CUDA device for a task of
+class RolloutBackend(Protocol):
+    """What :func:`warp_backend` reads of a run's ``rollout`` section (:class:`steinrl.rl.rollout.RolloutSettings`)."""
+
+    vectorization: str
+    env_backend: str
+    compile: bool
+
+
+def warp_backend(env: str, device: str, rollout: RolloutBackend) -> bool:
+    """Whether a run on ``env`` and ``device`` steps its envs on MuJoCo Warp: ``rollout.vectorization``
+    ``warp`` (any device; a ConfigError where it cannot), or ``auto`` on a CUDA device for a task of
     :data:`WARP_TASKS` where the extra is installed and ``rollout.env_backend`` is not ``numpy``."""
-    rollout = cfg.rollout
     mode = rollout.vectorization
     if mode not in ("warp", "auto"):
         return False
-    env_id = warp_task_id(cfg.env)
+    env_id = warp_task_id(env)
     if mode == "auto":
-        return (env_id is not None and torch.device(cfg.device).type == "cuda" and rollout.env_backend != "numpy"
+        return (env_id is not None and torch.device(device).type == "cuda" and rollout.env_backend != "numpy"
                 and warp_installed())
     if env_id is None:
-        raise ConfigError(f"rollout.vectorization warp runs {', '.join(WARP_TASKS)}; got {cfg.env!r}: use "
+        raise ConfigError(f"rollout.vectorization warp runs {', '.join(WARP_TASKS)}; got {env!r}: use "
                           "vectorization auto, sync or envpool")
     if rollout.env_backend == "numpy":
         raise ConfigError("rollout.vectorization warp steps the envs on the device as torch tensors: "

@@ -1,25 +1,31 @@
-"""Registries of named parts, and the options each part declares.
+"""Registries of named parts, and the settings each part declares.
 
-Every composable part of steinrl (a layer family, a prior, a particle update, an
+Every composable part of steinrl (a layer family, a prior, a coupling, an
 estimator, a policy head, a critic, a bandit task, ...) is registered by name in a
-:class:`Registry` and declares its own configuration as a tuple of :class:`Option`:
-type, default and a one-line doc. The run config (:mod:`steinrl.run.config`) is built
-from these declarations, so the CLI's choices, its error messages and ``docs/config.md``
-always list exactly what is registered.
+:class:`Registry` and declares its own configuration as ``Settings``: a frozen dataclass
+whose fields are :func:`setting` s (default, one-line doc, type, range check, choices). Its
+:class:`Option` s, which the config checks values against, are derived from it
+(:func:`settings_options`); a config section several parts share is one class composed of
+theirs (:func:`compose`). The run config (:mod:`steinrl.run.config`) is built from these
+declarations, so the CLI's choices, its error messages and ``docs/config.md`` always list
+exactly what is registered.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from steinrl.errors import ConfigError
 
-__all__ = ["Option", "Registry", "options_of", "coerce", "check_yaml_colons", "setting", "settings_options"]
+__all__ = ["Option", "Registry", "options_of", "coerce", "check_yaml_colons", "setting", "settings_options",
+           "settings_values", "compose", "SettingsObject"]
 
 T = TypeVar("T")
 
@@ -248,23 +254,107 @@ def named_spec(value: Any, current: Mapping[str, Any] | None, registry: Registry
     return spec
 
 
-def setting(default: Any, doc: str, *, kind: Any = None, check: Callable[[Any], str | None] | None = None,
-            choices: tuple[str, ...] | None = None) -> Any:
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, kind: Any = None,
+            check: Callable[[Any], str | None] | None = None,
+            choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
+            normalize: Callable[[Any, Any], Any] | None = None) -> Any:
     """A field of a settings dataclass that is also a config option (:func:`settings_options`):
-    its default, one-line doc, type (``kind``; default: the default's type) and checks."""
-    return dataclasses.field(default=default, metadata={"doc": doc, "kind": kind, "check": check,
-                                                        "choices": choices})
+    its default, one-line doc, type (``kind``; default: the default's type; a list or mapping
+    default needs one, e.g. ``list[int]``, ``(str, dict)``), range check, choices and ``normalize``
+    (see :class:`Option`). A list or mapping default is copied for every instance; no default
+    (``MISSING``): the config supplies it (defaults computed per algorithm, e.g. SB3's)."""
+    metadata = {"doc": doc, "kind": kind, "check": check, "choices": choices, "normalize": normalize}
+    if isinstance(default, (list, dict)):
+        if kind is None:
+            raise TypeError(f"a setting with a {type(default).__name__} default needs its kind (e.g. list[int])")
+        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=metadata)
+    if default is dataclasses.MISSING and kind is None:
+        raise TypeError("a setting without a default needs its kind")
+    return dataclasses.field(default=default, metadata=metadata)
 
 
-def settings_options(cls: type) -> tuple[Option, ...]:
-    """The :class:`Option` s of a settings dataclass whose fields are :func:`setting` s, in order."""
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def settings_options(cls: type, defaults: Mapping[str, Any] | None = None) -> tuple[Option, ...]:
+    """The :class:`Option` s of a settings dataclass whose fields are :func:`setting` s, in order;
+    ``defaults`` replace declared defaults (the defaults of a task, of a method)."""
+    defaults = defaults or {}
     options = []
     for f in dataclasses.fields(cls):
         meta = f.metadata
-        kind = meta["kind"] if meta.get("kind") is not None else type(f.default)
-        options.append(Option(f.name, kind, f.default, meta["doc"], choices=meta.get("choices"),
-                              check=meta.get("check")))
+        default = defaults[f.name] if f.name in defaults else _default(f)
+        kind = meta["kind"] if meta.get("kind") is not None else type(default)
+        options.append(Option(f.name, kind, default, meta["doc"], choices=meta.get("choices"),
+                              check=meta.get("check"), normalize=meta.get("normalize")))
     return tuple(options)
+
+
+class SettingsObject(Protocol):
+    """A settings dataclass instance (a config section, a part's settings)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+def settings_values(settings: SettingsObject, of: type | None = None) -> dict[str, Any]:
+    """The values of a settings dataclass by field name (lists and mappings copied): all of them,
+    or those of the part ``of`` (a settings class ``settings`` is composed of, :func:`compose`),
+    e.g. a head's own options in the ``policy`` section, as keyword arguments of the part."""
+    names = [f.name for f in dataclasses.fields(of if of is not None else settings)]
+    return {name: copy.deepcopy(getattr(settings, name)) for name in names}
+
+
+_COMPOSED: dict[tuple[Any, ...], type] = {}
+
+
+def compose(name: str, *parts: type, defaults: Mapping[str, Any] | None = None) -> type:
+    """A frozen settings dataclass made of the parts' settings classes: its fields are theirs, in
+    order (the first part's first), and it is a subclass of each, so a part reads its own fields
+    from it (a config section several parts declare: the ``update`` section is the particle
+    optimizer's settings and the coupling's). A part given twice, or one another part derives
+    from, counts once. ``defaults`` replace fields' defaults (a method's layer defaults). The same
+    arguments give the same class (configs compare equal), and its instances pickle by their parts.
+
+    :raises TypeError: two parts declare one field.
+    """
+    if any(hasattr(p, "_composed_from") for p in parts):  # its instances could not pickle by their parts
+        raise TypeError(f"{name}: compose the parts of a composed settings class, not the class")
+    unique = list(dict.fromkeys(parts))
+    parts = tuple(p for p in unique if not any(q is not p and issubclass(q, p) for q in unique))
+    defaults = dict(defaults or {})
+    key = (name, parts, repr(sorted(defaults.items())))
+    if key in _COMPOSED:
+        return _COMPOSED[key]
+    fields, seen = [], set()
+    for part in parts:
+        for f in dataclasses.fields(part):
+            if f.name in seen:
+                raise TypeError(f"{name}: {f.name!r} is declared by two of its parts")
+            seen.add(f.name)
+            meta = dict(f.metadata)
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            value = defaults[f.name] if f.name in defaults else (_default(f) if has_default else dataclasses.MISSING)
+            fields.append((f.name, f.type, setting(value, meta.pop("doc"), **meta)))
+    unknown = sorted(set(defaults) - seen)
+    if unknown:
+        raise TypeError(f"{name}: no field {', '.join(unknown)} to give a default")
+    cls = dataclasses.make_dataclass(name, fields, bases=tuple(reversed(parts)), frozen=True,
+                                     namespace={"__reduce__": _reduce_composed, "__module__": __name__})
+    cls._composed_from = (name, parts, defaults)
+    _COMPOSED[key] = cls
+    return cls
+
+
+def _reduce_composed(self: SettingsObject) -> tuple[Any, ...]:
+    name, parts, defaults = type(self)._composed_from
+    return _rebuild_composed, (name, parts, defaults, settings_values(self))
+
+
+def _rebuild_composed(name: str, parts: tuple[type, ...], defaults: dict[str, Any], values: dict[str, Any]) -> Any:
+    return compose(name, *parts, defaults=defaults)(**values)
 
 
 def check_yaml_colons(key: str, value: Any, where: str) -> None:

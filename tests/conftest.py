@@ -63,7 +63,7 @@ def tiny_config(algo="s2vgd-a2c", env="CartpoleSwingUp", **overrides):
         cfg = cfg.replace({"critic.steps": 2})
     if env in FAST_SAMPLING_TASKS and "rollout" in cfg:
         pinned = {"rollout.sampling": "whole_episodes",
-                  **({"critic.overlap": False} if "overlap" in cfg.get("critic", {}) else {})}
+                  **({"critic.overlap": False} if "overlap" in cfg.to_dict().get("critic", {}) else {})}
         cfg = cfg.replace({k: v for k, v in pinned.items()
                            if k not in overrides and k.split(".")[1] not in overrides})
     return cfg

@@ -17,7 +17,38 @@ def test_keys_nested_dotted_and_bare_mean_the_same(tmp_path):
     b = load_config("s2vgd-a2c", "Cartpole", {"rollout.batch_size": 123, "update.lr": 0.002})
     c = load_config("s2vgd-a2c", "Cartpole", {"batch_size": 123, "update": {"lr": 0.002}})
     assert a.to_dict() == b.to_dict() == c.to_dict()
-    assert a.rollout.batch_size == 123 and a["update"]["lr"] == 0.002
+    assert a.rollout.batch_size == 123 and a.update.lr == 0.002
+
+
+def test_sections_are_typed_frozen_settings_of_their_parts():
+    """A section is a frozen dataclass, an instance of each part's settings it is composed of (the
+    update: the particle optimizer's and the coupling's); attribute access only, no string keys;
+    equal configs compare equal and a config pickles."""
+    import dataclasses
+    import pickle
+
+    from steinrl.core.couplings import SteinSettings
+    from steinrl.core.layers import FactoredSettings
+    from steinrl.core.particle_optimizer import OptimizerSettings
+    from steinrl.core.priors import GaussianPriorSettings
+    from steinrl.rl.critics import ValueEnsembleSettings
+    from steinrl.rl.estimators.a2c import A2CSettings
+    from steinrl.rl.heads import GaussianHeadSettings
+    from steinrl.rl.policy import PolicySettings
+
+    cfg = load_config("s2vgd-a2c", "Pendulum-v1", {"update.lr": 0.002, "layer.K": 2})
+    assert isinstance(cfg.update, OptimizerSettings) and isinstance(cfg.update, SteinSettings)
+    assert isinstance(cfg.policy, PolicySettings) and isinstance(cfg.policy, GaussianHeadSettings)
+    assert isinstance(cfg.prior, GaussianPriorSettings) and (cfg.prior.name, cfg.prior.weight) == ("gaussian", None)
+    assert isinstance(cfg.layer, FactoredSettings) and cfg.layer.K == 2 and cfg.layer.scales is False
+    assert isinstance(cfg.critic, ValueEnsembleSettings) and isinstance(cfg.estimator, A2CSettings)
+    assert cfg.update.lr == 0.002 and isinstance(cfg.policy.hidden, list)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.update.lr = 1.0
+    with pytest.raises(TypeError):
+        cfg.update["lr"]  # noqa: B018
+    assert load_config("s2vgd-a2c", "Pendulum-v1", {"update.lr": 0.002, "layer.K": 2}).update == cfg.update
+    assert pickle.loads(pickle.dumps(cfg)).to_dict() == cfg.to_dict()
 
 
 def test_values_are_read_as_their_declared_type():
@@ -54,10 +85,10 @@ def test_bad_values_name_the_key_and_what_is_valid(overrides, message):
 
 def test_method_defaults_and_part_sections():
     assert load_config("vmg-a2c").layer.K == 0 and load_config("s2vgd-a2c").layer.K == 1
-    assert dict(load_config("svgd-a2c").layer) == {}
+    assert load_config("svgd-a2c").to_dict()["layer"] == {}
     assert "critic" not in load_config("svgd-reinforce") and "critic" in load_config("svgd-ppo")
     joint = load_config(overrides={"prior.name": "joint"})
-    assert {"a", "b"} <= set(joint.prior) and "variance" not in joint.prior
+    assert {"a", "b"} <= set(joint.to_dict()["prior"]) and "variance" not in joint.to_dict()["prior"]
     sections = schema("s2vgd-ppo")
     assert [o.name for o in sections["estimator"]] == ["discount", "normalize_advantages", "gae_lambda",
                                                        "clip_range", "epochs", "minibatches", "normalize_per_minibatch",

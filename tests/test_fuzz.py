@@ -206,12 +206,13 @@ def has_type(value, t) -> bool:
 def assert_typed(cfg) -> None:
     """Every key of ``cfg`` is declared by the schema of its algo and chosen parts, with a value of the
     declared type, within the declared choices and range."""
-    chosen = {"env": cfg.env, **{part: cfg[part]["name"] for part in ("prior", "critic")
-                                 if part in cfg and "name" in cfg[part]}}
+    plain = cfg.to_dict()
+    chosen = {"env": cfg.env, **{part: plain[part]["name"] for part in ("prior", "critic")
+                                 if part in plain and "name" in plain[part]}}
     sections = schema(cfg.algo, chosen)
     assert set(cfg) == {o.name for o in sections[""]} | {s for s in sections if s}
     for section, options in sections.items():
-        values = cfg if section == "" else cfg[section]
+        values = cfg if section == "" else plain[section]
         assert set(values) - {s for s in sections if s and section == ""} == {o.name for o in options}, section
         for o in options:
             value, where = values[o.name], f"{section}.{o.name}" if section else o.name
@@ -436,7 +437,7 @@ def test_unloadable_yaml_is_a_config_error(tmp_path, text):
 def test_a_bare_name_key_must_say_whose_name(prior):
     with pytest.raises(ConfigError, match="must name its section: prior.name"):
         load_config(overrides=parse_set([f"name={prior}"]))
-    assert dict(load_config(overrides=parse_set([f"prior.name={prior}"]))["prior"])["name"] == prior
+    assert load_config(overrides=parse_set([f"prior.name={prior}"])).prior.name == prior
 
 
 @pytest.mark.parametrize("seed", [2**32, 2**64])

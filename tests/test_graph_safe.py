@@ -155,7 +155,7 @@ def test_a_graphed_critic_fits_on_the_iterating_thread(monkeypatch):
     """A capture records the capturing thread's stream only: a critic fitted beside the update on
     the overlap thread (``critic.overlap``) would run once at the capture and never in a replay.
     A graphed job fits it inline, with the overlapped run's numbers."""
-    import steinrl.rl.critics as critics
+    import steinrl.rl.critic_fit as critic_fit
     import steinrl.rl.graph as graph
 
     extra = {"critic.overlap": True}
@@ -167,7 +167,7 @@ def test_a_graphed_critic_fits_on_the_iterating_thread(monkeypatch):
     def no_thread():
         raise AssertionError("a graphed iteration submitted the critic's fit to the overlap thread")
 
-    monkeypatch.setattr(critics, "_overlap_pool", no_thread)
+    monkeypatch.setattr(critic_fit, "_overlap_pool", no_thread)
     static = rows(static_trainer, WARMUP + 3)
     assert static == pytest.approx(eager, rel=1e-6, abs=1e-9, nan_ok=True)
     assert any(k.endswith("train/value_loss") for k in static)

@@ -62,7 +62,8 @@ def test_a_missing_extra_is_one_error_line_naming_the_install_command(monkeypatc
         warp_mujoco.configure()
     # auto never picks it where it is missing, nor on the CPU
     auto = steinrl.load_config("svgd-ppo", "Hopper-v5", {**SMALL, "rollout.vectorization": "auto"})
-    assert not warp_mujoco.warp_backend(auto) and not warp_mujoco.warp_backend(auto.replace({"device": "cuda"}))
+    assert not warp_mujoco.warp_backend(auto.env, auto.device, auto.rollout)
+    assert not warp_mujoco.warp_backend(auto.env, "cuda", auto.rollout)
 
 
 def test_choosing_warp_where_it_cannot_run_is_one_error_line():
@@ -81,10 +82,10 @@ def test_choosing_warp_where_it_cannot_run_is_one_error_line():
 def test_auto_picks_warp_only_on_cuda_where_installed(monkeypatch):
     monkeypatch.setattr(warp_mujoco, "warp_installed", lambda: True)
     cfg = steinrl.load_config("svgd-ppo", "Hopper-v5", {**SMALL, "rollout.vectorization": "auto"})
-    assert not warp_mujoco.warp_backend(cfg)  # cpu: the host backends (measured faster there)
-    assert warp_mujoco.warp_backend(cfg.replace({"device": "cuda"}))
-    assert not warp_mujoco.warp_backend(cfg.replace({"device": "cuda", "rollout.env_backend": "numpy"}))
-    assert not warp_mujoco.warp_backend(steinrl.load_config("svgd-ppo", "Pendulum-v1", {"device": "cuda"}))
+    assert not warp_mujoco.warp_backend(cfg.env, cfg.device, cfg.rollout)  # cpu: the host backends (faster there)
+    assert warp_mujoco.warp_backend(cfg.env, "cuda", cfg.rollout)
+    assert not warp_mujoco.warp_backend(cfg.env, "cuda", cfg.replace({"rollout.env_backend": "numpy"}).rollout)
+    assert not warp_mujoco.warp_backend("Pendulum-v1", "cuda", steinrl.load_config("svgd-ppo", "Pendulum-v1").rollout)
 
 
 # --- parity with Gymnasium ----------------------------------------------------------------------------

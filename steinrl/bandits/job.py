@@ -17,39 +17,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from steinrl.bandits.agents import AGENTS, LIKELIHOOD_OPTIONS, BanditAgent, History
-from steinrl.bandits.tasks import BANDIT_TASKS, regret
+from steinrl.bandits.settings import BanditConfig, BanditPriorChoice, BanditPriorWeight, ProtocolSettings
+from steinrl.bandits.tasks import BANDIT_TASKS, BanditData, BanditTask, TaskSettings, regret
 from steinrl.core.couplings import COUPLINGS, check_embedding_states, check_repulsion_for
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
-from steinrl.core.particle_optimizer import OPTIMIZERS
 from steinrl.core.priors import PRIORS
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, non_negative, options_of, positive, step_size
+from steinrl.job import Chosen
+from steinrl.registry import Option, at_least_one, compose, options_of, settings_options, settings_values
 
 __all__ = ["BanditJob", "PROTOCOL_OPTIONS"]
 
-#: The ``protocol`` section; the defaults are the Deep Bayesian Bandits Showdown's.
-PROTOCOL_OPTIONS: tuple[Option, ...] = (
-    Option("refit_every", int, 50, "Rounds between two refits of the agent (Showdown: 50).", check=at_least_one),
-    Option("refit_steps", int, 100, "Minibatch steps per refit (Showdown: 100).", check=at_least_one),
-    Option("minibatch", int, 512, "Rounds per minibatch, drawn with replacement from all rounds so far (512).",
-           check=at_least_one),
-    Option("optimizer", str, "rmsprop_tf", "Optimizer of the networks (rmsprop_tf: TensorFlow 1's RMSProp, as "
-           "Showdown; the particle step hands it -phi).", choices=lambda: list(OPTIMIZERS)),
-    Option("lr", float, 0.1, "Initial learning rate (Showdown: 0.1).", check=step_size),
-    Option("lr_decay", float, 0.5, "Inverse-time decay: lr / (1 + lr_decay * t) over all steps t of the run.",
-           check=non_negative),
-    Option("max_grad_norm", float, 5.0, "Clip each particle's step to this norm (Showdown: 5).", check=positive),
-    Option("initial_pulls", int, 2, "Each arm is pulled this many times first, round-robin (Showdown: 2).",
-           check=non_negative),
-)
+#: The ``protocol`` section's options (:class:`~steinrl.bandits.settings.ProtocolSettings`).
+PROTOCOL_OPTIONS: tuple[Option, ...] = settings_options(ProtocolSettings)
 
 
 def _entropy(arms: np.ndarray, k: int) -> float:
@@ -64,7 +51,7 @@ def _entropy(arms: np.ndarray, k: int) -> float:
 STREAM_BLOCK = 1000
 
 
-def draw_stream(task: Any, rounds: int, seed: int) -> Any:
+def draw_stream(task: BanditTask, rounds: int, seed: int) -> BanditData:
     """The ``rounds`` rounds of a run with ``seed``: whole blocks of :data:`STREAM_BLOCK`
     rounds (block b from ``default_rng([seed, 0xBA, b])``), cut to ``rounds``. A task that
     draws its rounds as one pass over its data (``one_pass``: classification without
@@ -113,54 +100,58 @@ class BanditJob:
         BANDIT_TASKS.get(name)
 
     @staticmethod
-    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+    def check_config(cfg: BanditConfig) -> None:
         """The embedding's B shared inputs (a function-space kernel's, a spread controller's) are the
         first contexts of each refit minibatch: B <= ``protocol.minibatch``; no bandit controller (it
         scores training iterations, which Thompson sampling has not)."""
-        held = values["protocol"]["minibatch"]
-        check_embedding_states(values.get("update", {}), held, f"a refit minibatch holds (protocol.minibatch {held})")
-        check_repulsion_for(values.get("update", {}), "Thompson sampling")
+        if "update" not in cfg:  # a baseline: no particle method
+            return
+        held = cfg.protocol.minibatch
+        check_embedding_states(cfg.update, held, f"a refit minibatch holds (protocol.minibatch {held})")
+        check_repulsion_for(cfg.update, "Thompson sampling")
 
     @classmethod
-    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> None:
+    def load_policy(cls, cfg: BanditConfig, job_state: dict[str, Any], device: str) -> None:
         """None: a bandit run has no policy to act with; it is scored by the rounds it played
         (its logged metrics)."""
         return None
 
     @staticmethod
-    def sections(method: str | None, agent: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
-        task = BANDIT_TASKS.get(chosen["env"]) if chosen.get("env") in BANDIT_TASKS else None
-        sections: dict[str, tuple[Option, ...]] = {"task": options_of(task) if task else (),
-                                                   "protocol": PROTOCOL_OPTIONS}
+    def sections(method: str | None, agent: str, chosen: Chosen) -> dict[str, type]:
+        """The typed sections of ``<method>-ts`` or a baseline: the task's, the protocol, the agent's
+        own and, for a particle method, its layer, prior and coupling (the protocol sets the optimizer
+        and its step size)."""
+        task = BANDIT_TASKS.get(chosen.env).Settings if chosen.env in BANDIT_TASKS else TaskSettings
+        sections: dict[str, type] = {"task": task, "protocol": ProtocolSettings}
         sections.update(AGENTS.get(agent).sections)
         if method is not None:
             m = METHODS.get(method)
-            sections["layer"] = tuple(dataclasses.replace(o, default=m.layer_defaults.get(o.name, o.default))
-                                      for o in options_of(LAYERS.get(m.layer)))
-            prior = PRIORS.get(chosen.get("prior") or "gaussian")
-            variance = {"variance": 1.0}  # the S²VGD paper's bandit prior N(0, 1)
-            sections["prior"] = (
-                Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
-                *(dataclasses.replace(o, default=variance.get(o.name, o.default)) for o in options_of(prior)),
-                Option("weight", float, 1.0, "Weight of log p(theta) in the log posterior.", check=non_negative))
-            # the kernel of a Stein update and its repulsion (the protocol sets the optimizer and its step size)
-            sections["update"] = tuple(o for o in options_of(COUPLINGS.get(m.coupling))
-                                       if o.name in ("kernel", "repulsion"))
+            layer = LAYERS.get(m.layer).Settings
+            sections["layer"] = compose(layer.__name__, layer, defaults=m.layer_defaults) if m.layer_defaults \
+                else layer
+            prior = PRIORS.get(chosen.prior or BanditPriorChoice().name).Settings
+            # the S²VGD paper's bandit prior N(0, 1)
+            variance = {"variance": 1.0} if "variance" in {o.name for o in settings_options(prior)} else {}
+            sections["prior"] = compose("BanditPriorSection", BanditPriorChoice, prior, BanditPriorWeight,
+                                        defaults=variance)
+            sections["update"] = COUPLINGS.get(m.coupling).Settings
         return sections
 
     @classmethod
     def doc_sections(cls) -> list[tuple[str, str, tuple[Option, ...]]]:
         rows = [("", "bandits", cls.options), ("protocol", "", PROTOCOL_OPTIONS)]
         rows += [("task", name, options_of(task)) for name, task in BANDIT_TASKS.items()]
-        rows += [(section, f"{name} agent", options) for name, agent in AGENTS.items()
-                 for section, options in agent.sections.items() if section not in ("likelihood",)]
+        rows += [(section, f"{name} agent", settings_options(settings)) for name, agent in AGENTS.items()
+                 for section, settings in agent.sections.items() if section not in ("likelihood",)]
         rows += [("likelihood", "Stein ts agents (svgd-ts, s2vgd-ts, ...)", LIKELIHOOD_OPTIONS)]
-        rows += [("likelihood", f"{name} agent", agent.sections["likelihood"]) for name, agent in AGENTS.items()
-                 if "likelihood" in getattr(agent, "sections", {})
-                 and agent.sections["likelihood"] != LIKELIHOOD_OPTIONS]
+        rows += [("likelihood", f"{name} agent", settings_options(agent.sections["likelihood"]))
+                 for name, agent in AGENTS.items() if "likelihood" in agent.sections
+                 and settings_options(agent.sections["likelihood"]) != LIKELIHOOD_OPTIONS]
         rows += [("layer, prior, update", "Stein ts agents",
-                  "The keys of the RL job's `layer`, `prior` and `update` sections above; the `<method>` of "
-                  "`<method>-ts` picks the layer and prior.")]
+                  "`layer` and `prior`: the keys of the RL job's sections above (the `<method>` of `<method>-ts` "
+                  "picks the layer; here `prior.weight` is 1, a gaussian prior's `variance` 1); `update`: the "
+                  "coupling's keys of the RL job's `update` section (`kernel`, `repulsion`, `attractive_norm`, "
+                  "`kernel_precision`: the protocol sets the optimizer and its step size).")]
         return rows
 
     @staticmethod
@@ -179,19 +170,19 @@ class BanditJob:
 
     # --- running ------------------------------------------------------------------------
     @staticmethod
-    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+    def batch_config(cfg: BanditConfig, seeds: list[int]) -> BanditConfig:
         raise ConfigError(f"a bandit run plays one seed; run seeds {seeds} as a sweep")
 
     @staticmethod
-    def batch_note(cfg: Any, seeds: list[int]) -> None:
+    def batch_note(cfg: BanditConfig, seeds: list[int]) -> None:
         """Nothing to say: a bandit run plays one seed (:meth:`batch_config` refuses several)."""
         return None
 
-    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
+    def __init__(self, cfg: BanditConfig, seeds: list[int] | None = None) -> None:
         if seeds is not None and list(seeds) != [cfg.seed]:
             raise ConfigError(f"a bandit run plays one seed ({cfg.seed}); run several seeds as a sweep, not {seeds}")
         self.cfg = cfg
-        task = BANDIT_TASKS.get(cfg.env).from_options(**dict(cfg.task))
+        task = BANDIT_TASKS.get(cfg.env).from_options(**settings_values(cfg.task))
         self.stream = draw_stream(task, cfg.rounds, cfg.seed)
         self.num_arms, self.context_dim = self.stream.num_arms, self.stream.contexts.shape[1]
         method, agent = self.parse(cfg.algo)

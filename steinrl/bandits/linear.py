@@ -21,12 +21,28 @@ last-layer features (Showdown uses no intercept there, ``intercept=False``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, positive
+from steinrl.registry import compose, positive, setting, settings_options
 
-__all__ = ["NIGLinearRegression"]
+__all__ = ["NIGLinearRegression", "NIGSettings"]
+
+
+@dataclass(frozen=True)
+class NIGSettings:
+    """The Normal-Inverse-Gamma prior (the ``agent`` section of ``linfullpost`` and ``neurallinear``)."""
+
+    a0: float = setting(6.0, "Shape of the Inv-Gamma prior on each arm's noise variance.", check=positive)
+    b0: float = setting(6.0, "Scale of the Inv-Gamma prior on each arm's noise variance.", check=positive)
+    lambda_prior: float = setting(0.25, "Prior precision λ of the weights: β | σ² ~ N(0, σ²/λ I).", check=positive)
+
+
+@dataclass(frozen=True)
+class _Intercept:
+    intercept: bool = setting(True, "Append a constant 1 to the features (a learned per-arm offset).")
 
 
 class NIGLinearRegression:
@@ -44,13 +60,8 @@ class NIGLinearRegression:
     :param intercept: append a constant 1 to the features (Showdown's LinFullPost: yes).
     """
 
-    options = (
-        Option("a0", float, 6.0, "Shape of the Inv-Gamma prior on each arm's noise variance.", check=positive),
-        Option("b0", float, 6.0, "Scale of the Inv-Gamma prior on each arm's noise variance.", check=positive),
-        Option("lambda_prior", float, 0.25, "Prior precision λ of the weights: β | σ² ~ N(0, σ²/λ I).",
-               check=positive),
-        Option("intercept", bool, True, "Append a constant 1 to the features (a learned per-arm offset)."),
-    )
+    Settings = compose("NIGRegressionSettings", NIGSettings, _Intercept)
+    options = settings_options(Settings)
 
     def __init__(self, num_arms: int, num_features: int, *, a0: float = 6.0, b0: float = 6.0,
                  lambda_prior: float = 0.25, intercept: bool = True) -> None:

@@ -1,6 +1,6 @@
 """The hyperparameters of SB3's PPO runs: SB3's defaults, or rl-zoo3's tuned entry for the task.
 
-Both algorithms have the same ``sb3`` config section (:data:`OPTION_DOCS`); only its
+Both algorithms have the same ``sb3`` config section (:class:`SB3Settings`); only its
 defaults differ:
 
 - ``sb3-ppo``: SB3's own defaults, read from the signatures of
@@ -14,8 +14,10 @@ defaults differ:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import inspect
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,20 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, non_negative, positive, step_size, unit_interval
+from steinrl.registry import (
+    Option,
+    at_least_one,
+    compose,
+    non_negative,
+    positive,
+    setting,
+    settings_options,
+    step_size,
+    unit_interval,
+)
 
-__all__ = ["ACTIVATIONS", "ZOO_FILE", "hyperparameters", "sb3_defaults", "sb3_options", "zoo_entry"]
+__all__ = ["ACTIVATIONS", "ZOO_FILE", "SB3Settings", "hyperparameters", "sb3_defaults", "sb3_options", "sb3_settings",
+           "zoo_entry"]
 
 #: rl-zoo3's PPO entries, as shipped with the package (``steinrl.configs``).
 ZOO_FILE = Path(str(importlib.resources.files("steinrl.configs"))) / "sb3" / "ppo_zoo.yaml"
@@ -34,40 +47,43 @@ ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "Leak
 
 
 
-def _sde_freq(value: Any) -> str | None:
+def _sde_freq(value: int) -> str | None:
     return None if value >= -1 else "must be >= -1 (-1: sample the noise once per rollout)"
 
 
-def _options(typ: Any, check: Any, **docs: str) -> dict[str, tuple[Any, str, Any]]:
-    """``name -> (typ, doc, check)`` for options sharing a type and a check."""
-    return {name: (typ, doc, check) for name, doc in docs.items()}
+@dataclass(frozen=True)
+class SB3Settings:
+    """The ``sb3`` config section: SB3's PPO hyperparameters. No defaults here: they are the
+    algorithm's (:func:`hyperparameters`: SB3's, or the task's rl-zoo3 entry), given per config."""
 
-
-#: The ``sb3`` section: ``name -> (type, doc, check)``; the defaults come from the algorithm.
-OPTION_DOCS: dict[str, tuple[Any, str, Any]] = {
-    **_options(int, at_least_one,
-               timesteps="Total env steps of the run (rounded up to whole rollouts of n_steps x n_envs).",
-               n_envs="Parallel envs (SB3's DummyVecEnv); a rollout is n_steps x n_envs env steps.",
-               n_steps="Steps per env per rollout (one job iteration = one rollout + one PPO update).",
-               batch_size="PPO minibatch size.", n_epochs="Passes over the rollout per update."),
-    "learning_rate": (float, "Adam step size (a constant: none of the shipped zoo entries uses a schedule).",
-                      step_size),
-    **_options(float, unit_interval, gamma="Discount factor (also VecNormalize's reward discount).",
-               gae_lambda="GAE(lambda)."),
-    "clip_range": (float, "PPO's clip epsilon.", positive),
-    **_options(float, non_negative, ent_coef="Entropy bonus coefficient.", vf_coef="Value loss coefficient."),
-    "max_grad_norm": (float, "Gradient norm clip.", positive),
-    **_options(bool, None, normalize="VecNormalize observations and rewards (the zoo's normalize: true).",
-               use_sde="Generalised state-dependent exploration."),
-    "sde_sample_freq": (int, "With use_sde: resample the noise every this many steps (-1: once per rollout).",
-                        _sde_freq),
-    "log_std_init": (float, "Initial log standard deviation of the Gaussian policy.", None),
-    "ortho_init": (bool, "Orthogonal initialisation of the networks (SB3's default).", None),
-    "net_arch": (list[int], "Hidden layer sizes of the policy and of the value network (each its own).",
-                 at_least_one),
-    "activation": (str, "Hidden activation.", None),
-    "horizon": ((int, None), "Maximum episode length (null: the task's own time limit).", at_least_one),
-}
+    timesteps: int = setting(doc="Total env steps of the run (rounded up to whole rollouts of n_steps x n_envs).",
+                             kind=int, check=at_least_one)
+    n_envs: int = setting(doc="Parallel envs (SB3's DummyVecEnv); a rollout is n_steps x n_envs env steps.", kind=int,
+                          check=at_least_one)
+    n_steps: int = setting(doc="Steps per env per rollout (one job iteration = one rollout + one PPO update).",
+                           kind=int, check=at_least_one)
+    batch_size: int = setting(doc="PPO minibatch size.", kind=int, check=at_least_one)
+    n_epochs: int = setting(doc="Passes over the rollout per update.", kind=int, check=at_least_one)
+    learning_rate: float = setting(doc="Adam step size (a constant: none of the shipped zoo entries uses a schedule).",
+                                   kind=float, check=step_size)
+    gamma: float = setting(doc="Discount factor (also VecNormalize's reward discount).", kind=float,
+                           check=unit_interval)
+    gae_lambda: float = setting(doc="GAE(lambda).", kind=float, check=unit_interval)
+    clip_range: float = setting(doc="PPO's clip epsilon.", kind=float, check=positive)
+    ent_coef: float = setting(doc="Entropy bonus coefficient.", kind=float, check=non_negative)
+    vf_coef: float = setting(doc="Value loss coefficient.", kind=float, check=non_negative)
+    max_grad_norm: float = setting(doc="Gradient norm clip.", kind=float, check=positive)
+    normalize: bool = setting(doc="VecNormalize observations and rewards (the zoo's normalize: true).", kind=bool)
+    use_sde: bool = setting(doc="Generalised state-dependent exploration.", kind=bool)
+    sde_sample_freq: int = setting(doc="With use_sde: resample the noise every this many steps (-1: once per "
+                                   "rollout).", kind=int, check=_sde_freq)
+    log_std_init: float = setting(doc="Initial log standard deviation of the Gaussian policy.", kind=float)
+    ortho_init: bool = setting(doc="Orthogonal initialisation of the networks (SB3's default).", kind=bool)
+    net_arch: list[int] = setting(doc="Hidden layer sizes of the policy and of the value network (each its own).",
+                                  kind=list[int], check=at_least_one)
+    activation: str = setting(doc="Hidden activation.", kind=str, choices=tuple(ACTIVATIONS))
+    horizon: int | None = setting(doc="Maximum episode length (null: the task's own time limit).", kind=(int, None),
+                                  check=at_least_one)
 
 
 @lru_cache(maxsize=1)
@@ -122,9 +138,13 @@ def hyperparameters(variant: str, env: str) -> dict[str, Any]:
     return values
 
 
+def sb3_settings(variant: str, env: str) -> type:
+    """The ``sb3`` section's settings class, with the defaults of ``sb3-<variant>`` on ``env``."""
+    values = hyperparameters(variant, env)
+    return compose("SB3Section", SB3Settings,
+                   defaults={f.name: values[f.name] for f in dataclasses.fields(SB3Settings)})
+
+
 def sb3_options(variant: str, env: str) -> tuple[Option, ...]:
     """The ``sb3`` section's options, with the defaults of ``sb3-<variant>`` on ``env``."""
-    values = hyperparameters(variant, env)
-    return tuple(
-        Option(name, typ, values[name], doc, check=check, choices=tuple(ACTIVATIONS) if name == "activation" else None)
-        for name, (typ, doc, check) in OPTION_DOCS.items())
+    return settings_options(sb3_settings(variant, env))

@@ -24,19 +24,18 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from steinrl import envs
-from steinrl.baselines.hyperparams import ACTIVATIONS, sb3_options
+from steinrl.baselines.hyperparams import ACTIVATIONS, SB3Settings, sb3_options, sb3_settings
 from steinrl.errors import ConfigError
-from steinrl.job import headline_summary
+from steinrl.job import Chosen, RunConfig, headline_summary
 from steinrl.registry import Option
 
-__all__ = ["NormalizedPolicy", "SB3PPOJob", "make_vec_env"]
+__all__ = ["NormalizedPolicy", "SB3Config", "SB3PPOJob", "make_vec_env"]
 
 VARIANTS = ("ppo", "ppo-zoo")
 _RESUME_WARNED = False
@@ -80,7 +79,14 @@ def _load_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(("MT19937", state["numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, gauss))
 
 
-def build_model(cfg: Any, venv: Any, seed: int | None) -> Any:
+class SB3Config(RunConfig, Protocol):
+    """A resolved config of ``sb3-ppo`` / ``sb3-ppo-zoo``, as the SB3 job reads it."""
+
+    max_seconds: float | None
+    sb3: SB3Settings
+
+
+def build_model(cfg: SB3Config, venv: Any, seed: int | None) -> Any:
     """SB3's PPO with the ``sb3`` section's hyperparameters on ``venv``; ``seed`` (if not None)
     seeds SB3's global RNGs and the envs, as ``PPO(seed=...)`` does."""
     from stable_baselines3 import PPO
@@ -144,7 +150,7 @@ class SB3PPOJob:
     )
 
     @staticmethod
-    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+    def check_config(cfg: SB3Config) -> None:
         """No keys of SB3's PPO bound each other here (SB3 checks its own arguments)."""
 
     # --- the algorithms and their config ----------------------------------------------
@@ -159,9 +165,9 @@ class SB3PPOJob:
         return (None, variant) if prefix == "sb3" and variant in VARIANTS else None
 
     @classmethod
-    def sections(cls, method: None, variant: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
+    def sections(cls, method: None, variant: str, chosen: Chosen) -> dict[str, type]:
         """The ``sb3`` section, its defaults SB3's (``ppo``) or the task's zoo entry (``ppo-zoo``)."""
-        return {"sb3": sb3_options(variant, str(chosen.get("env", "")))}
+        return {"sb3": sb3_settings(variant, chosen.env or "")}
 
     @classmethod
     def doc_sections(cls) -> list[tuple[str, str, tuple[Option, ...]]]:
@@ -180,7 +186,7 @@ class SB3PPOJob:
                 "sps": f"{scalars['time/fps']:.0f}"}
 
     @classmethod
-    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> NormalizedPolicy:
+    def load_policy(cls, cfg: SB3Config, job_state: dict[str, Any], device: str) -> NormalizedPolicy:
         """The trained policy of ``job_state`` acting on raw observations (:class:`NormalizedPolicy`)."""
         from stable_baselines3.common.vec_env import VecNormalize
 
@@ -197,7 +203,7 @@ class SB3PPOJob:
         return NormalizedPolicy(model.policy, normalizer)
 
     # --- running ------------------------------------------------------------------------
-    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
+    def __init__(self, cfg: SB3Config, seeds: list[int] | None = None) -> None:
         seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
         if not seeds or len(set(seeds)) != len(seeds):
             raise ConfigError(f"seeds must be distinct, got {seeds}")
@@ -205,12 +211,12 @@ class SB3PPOJob:
         self.runs = [_SeedRun(cfg if s == cfg.seed else cfg.replace({"seed": s}), self.num_steps) for s in seeds]
 
     @staticmethod
-    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+    def batch_config(cfg: SB3Config, seeds: list[int]) -> SB3Config:
         """Seeds trained together need nothing pinned: each has its own model (``cfg`` as is)."""
         return cfg
 
     @staticmethod
-    def batch_note(cfg: Any, seeds: list[int]) -> None:
+    def batch_note(cfg: SB3Config, seeds: list[int]) -> None:
         """Nothing to say: each seed trains as SB3's ``learn`` alone would."""
         return None
 
@@ -255,7 +261,7 @@ class _SeedRun:
     global torch / numpy RNG states is swapped in around each step, so seeds trained together
     (or other code between steps) do not change its run."""
 
-    def __init__(self, cfg: Any, iterations: int) -> None:
+    def __init__(self, cfg: SB3Config, iterations: int) -> None:
         from stable_baselines3.common.logger import Logger
         from stable_baselines3.common.vec_env import VecNormalize
 

@@ -29,7 +29,7 @@ from steinrl.bayes.base import (
 from steinrl.bayes.bbb import BayesByBackprop
 from steinrl.bayes.kflow import KroneckerFlowPosterior
 from steinrl.bayes.rdp import RadialDirectionalPosterior
-from steinrl.bayes.regression import REGRESSION_METHODS, Regressor, fit_regressor, load_uci
+from steinrl.bayes.regression import REGRESSION_METHODS, RegressionSettings, Regressor, fit_regressor, load_uci
 
 __all__ = [
     "POSTERIORS",
@@ -46,6 +46,7 @@ __all__ = [
     "KroneckerFlowPosterior",
     "RadialDirectionalPosterior",
     "REGRESSION_METHODS",
+    "RegressionSettings",
     "Regressor",
     "fit_regressor",
     "load_uci",

@@ -25,14 +25,22 @@ agree once β2^t is small). Dropout, which the paper trains with, is not include
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, LogLikelihood, VariationalPosterior, kl_diagonal_gaussians
+from steinrl.bayes.base import (
+    POSTERIORS,
+    Dense,
+    LogLikelihood,
+    PosteriorSettings,
+    VariationalPosterior,
+    kl_diagonal_gaussians,
+)
 from steinrl.core.ensemble import mlp_forward
-from steinrl.registry import Option, open_unit_interval, positive
+from steinrl.registry import open_unit_interval, positive, setting, settings_options
 
 __all__ = ["BADAM", "BadamPosterior"]
 
@@ -78,6 +86,20 @@ class BADAM(torch.optim.Adam):
         raise KeyError("parameter is not optimised by this BADAM")
 
 
+@dataclass(frozen=True)
+class BadamSettings(PosteriorSettings):
+    """The ``badam`` posterior's options (the bandits' ``posterior`` section)."""
+
+    prior_sigma: float = setting(0.1, "σ of the prior N(0, σ²) (eq. 6; appendix C: 0.1, wheel bandit 0.2).",
+                                 check=positive)
+    beta1: float = setting(0.9, "Adam's β1 (Algorithm 2).", check=open_unit_interval)
+    beta2: float = setting(0.999, "Adam's β2 (Algorithm 2; the EWMA behind the curvature).",
+                           check=open_unit_interval)
+    eps: float = setting(1e-8, "Adam's ε (Algorithm 2).", check=positive)
+    n_rule: str = setting("data", "N of eq. 14: 'data' = the data-set size given to elbo_loss (eq. 12), 'seen' = "
+                          "steps × batch size (section 4 heuristic).", choices=("data", "seen"))
+
+
 @POSTERIORS.register("badam")
 class BadamPosterior(VariationalPosterior):
     """An MLP trained by :class:`BADAM`, with the eq.-14 posterior over its weights.
@@ -87,16 +109,8 @@ class BadamPosterior(VariationalPosterior):
     ``posterior.elbo_loss(...).backward(); opt.step()``; :meth:`sample` reads q from ``opt``.
     """
 
-    options = (
-        Option("prior_sigma", float, 0.1, "σ of the prior N(0, σ²) (eq. 6; appendix C: 0.1, wheel bandit 0.2).",
-               check=positive),
-        Option("beta1", float, 0.9, "Adam's β1 (Algorithm 2).", check=open_unit_interval),
-        Option("beta2", float, 0.999, "Adam's β2 (Algorithm 2; the EWMA behind the curvature).",
-               check=open_unit_interval),
-        Option("eps", float, 1e-8, "Adam's ε (Algorithm 2).", check=positive),
-        Option("n_rule", str, "data", "N of eq. 14: 'data' = the data-set size given to elbo_loss (eq. 12), "
-               "'seen' = steps × batch size (section 4 heuristic).", choices=("data", "seen")),
-    )
+    Settings = BadamSettings
+    options = settings_options(Settings)
     #: Online, N of eq. 14 is the paper's section-4 heuristic N = t × batch size, "experimentally
     #: successful" where "a strict interpretation of N as the number of points does not allow for
     #: learning in an online scenario".

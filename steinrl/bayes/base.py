@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -36,6 +37,7 @@ from steinrl.registry import Option, Registry, options_of
 __all__ = [
     "Dense",
     "LogLikelihood",
+    "PosteriorSettings",
     "VariationalPosterior",
     "DiagonalGaussian",
     "POSTERIORS",
@@ -105,11 +107,17 @@ class DiagonalGaussian(nn.Module):
         return kl_diagonal_gaussians(self.mean, self.std, prior_std)
 
 
+@dataclass(frozen=True)
+class PosteriorSettings:
+    """A posterior's hyperparameters (the bandits' ``posterior`` config section; none: the base)."""
+
+
 class VariationalPosterior(nn.Module):
     """Base class: q over the weights of an MLP ``in_dim -> hidden... -> out_dim``.
 
-    Subclasses implement :meth:`sample` and :meth:`kl`, declare their hyper-parameters
-    in ``options`` and are registered in :data:`POSTERIORS`.
+    Subclasses implement :meth:`sample` and :meth:`kl`, declare their hyperparameters in
+    ``Settings`` (a frozen dataclass of :func:`~steinrl.registry.setting` s, each an
+    ``__init__`` keyword; ``options`` is derived from it) and are registered in :data:`POSTERIORS`.
 
     :param in_dim: input size.
     :param hidden: hidden layer sizes, e.g. ``(50,)`` or ``(100, 100)``.
@@ -118,6 +126,7 @@ class VariationalPosterior(nn.Module):
         :func:`steinrl.core.ensemble.mlp_forward`), after every layer but the last.
     """
 
+    Settings: ClassVar[type] = PosteriorSettings
     options: ClassVar[tuple[Option, ...]] = ()
     #: option defaults for Thompson sampling in a bandit (online), where they differ from ``options``'
     online_defaults: ClassVar[dict[str, Any]] = {}

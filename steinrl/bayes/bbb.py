@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, VariationalPosterior
+from steinrl.bayes.base import POSTERIORS, Dense, DiagonalGaussian, PosteriorSettings, VariationalPosterior
 from steinrl.core.activations import ACTIVATIONS
 from steinrl.core.ensemble import mlp_forward
-from steinrl.registry import Option, at_least_one, open_unit_interval, positive
+from steinrl.registry import at_least_one, open_unit_interval, positive, setting, settings_options
 
 __all__ = ["BayesByBackprop", "scale_mixture_log_prob"]
 
@@ -39,6 +40,24 @@ def scale_mixture_log_prob(w: Tensor, pi: float, sigma1: float, sigma2: float) -
     return torch.logsumexp(components, dim=0) - 0.5 * math.log(2.0 * math.pi)
 
 
+@dataclass(frozen=True)
+class BBBSettings(PosteriorSettings):
+    """The ``bbb`` posterior's options (the bandits' ``posterior`` section)."""
+
+    prior: str = setting(
+        "scale_mixture", "Weight prior: the scale mixture of eq. (7), or a Gaussian N(0, σ_p²).",
+        choices=("scale_mixture", "gaussian"))
+    prior_sigma: float = setting(1.0, "σ_p of the Gaussian prior (prior=gaussian).", check=positive)
+    mixture_pi: float = setting(0.5, "π of the scale-mixture prior, eq. (7).", check=open_unit_interval)
+    mixture_sigma1: float = setting(1.0, "σ1, the wide component of eq. (7) (−log σ1 = 0).", check=positive)
+    mixture_sigma2: float = setting(
+        math.exp(-6.0), "σ2, the narrow component of eq. (7) (−log σ2 = 6).",
+        check=positive)
+    local_reparam: bool = setting(True, "Local reparameterisation trick in elbo_loss (Gaussian prior only).")
+    init_sigma: float = setting(0.01, "Initial posterior std softplus(ρ) of every weight and bias.", check=positive)
+    kl_samples: int = setting(8, "Monte Carlo draws of kl() under the scale-mixture prior.", check=at_least_one)
+
+
 @POSTERIORS.register("bbb")
 class BayesByBackprop(VariationalPosterior):
     """Diagonal-Gaussian posterior with a scale-mixture (eq. 7) or Gaussian prior.
@@ -47,19 +66,8 @@ class BayesByBackprop(VariationalPosterior):
     ``(in, out)`` and one for b ``(out,)`` (``weights[i]``, ``biases[i]``).
     """
 
-    options = (
-        Option("prior", str, "scale_mixture", "Weight prior: the scale mixture of eq. (7), or a Gaussian N(0, σ_p²).",
-               choices=("scale_mixture", "gaussian")),
-        Option("prior_sigma", float, 1.0, "σ_p of the Gaussian prior (prior=gaussian).", check=positive),
-        Option("mixture_pi", float, 0.5, "π of the scale-mixture prior, eq. (7).", check=open_unit_interval),
-        Option("mixture_sigma1", float, 1.0, "σ1, the wide component of eq. (7) (−log σ1 = 0).", check=positive),
-        Option("mixture_sigma2", float, math.exp(-6.0), "σ2, the narrow component of eq. (7) (−log σ2 = 6).",
-               check=positive),
-        Option("local_reparam", bool, True, "Local reparameterisation trick in elbo_loss (Gaussian prior only)."),
-        Option("init_sigma", float, 0.01, "Initial posterior std softplus(ρ) of every weight and bias.",
-               check=positive),
-        Option("kl_samples", int, 8, "Monte Carlo draws of kl() under the scale-mixture prior.", check=at_least_one),
-    )
+    Settings = BBBSettings
+    options = settings_options(Settings)
 
     def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu", *,
                  prior: str = "scale_mixture", prior_sigma: float = 1.0, mixture_pi: float = 0.5,

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, VariationalPosterior, softplus_inverse
-from steinrl.registry import Option, positive
+from steinrl.bayes.base import POSTERIORS, Dense, PosteriorSettings, VariationalPosterior, softplus_inverse
+from steinrl.registry import positive, setting, settings_options
 
 __all__ = ["KroneckerLinearLayer", "KroneckerFlowPosterior"]
 
@@ -84,6 +85,17 @@ class KroneckerLinearLayer(nn.Module):
         return 0.5 * ((trace + squared_distance) / prior_variance - dim + dim * math.log(prior_variance) - log_det)
 
 
+@dataclass(frozen=True)
+class KFlowSettings(PosteriorSettings):
+    """The ``kflow`` posterior's options (the bandits' ``posterior`` section)."""
+
+    prior_sigma: float = setting(1.0, "√λ of the isotropic prior N(Θ0, λ I) (section 2.1).", check=positive)
+    prior_mean: str = setting(
+        "zero", "Θ0: 'zero', or 'init' = the initial means (the paper's choice).",
+        choices=("zero", "init"))
+    init_sigma: float = setting(0.01, "Initial S = softplus(ρ) of every weight, and initial bias std.", check=positive)
+
+
 @POSTERIORS.register("kflow")
 class KroneckerFlowPosterior(VariationalPosterior):
     """K-Linear posterior over every weight matrix, diagonal Gaussian over the biases.
@@ -92,13 +104,8 @@ class KroneckerFlowPosterior(VariationalPosterior):
     (:class:`~steinrl.bayes.base.DiagonalGaussian`); buffers ``prior_mean_<i>`` (Θ0).
     """
 
-    options = (
-        Option("prior_sigma", float, 1.0, "√λ of the isotropic prior N(Θ0, λ I) (section 2.1).", check=positive),
-        Option("prior_mean", str, "zero", "Θ0: 'zero', or 'init' = the initial means (the paper's choice).",
-               choices=("zero", "init")),
-        Option("init_sigma", float, 0.01, "Initial S = softplus(ρ) of every weight, and initial bias std.",
-               check=positive),
-    )
+    Settings = KFlowSettings
+    options = settings_options(Settings)
 
     def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu", *,
                  prior_sigma: float = 1.0, prior_mean: str = "zero", init_sigma: float = 0.01,

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from steinrl.bayes.base import POSTERIORS, Dense, VariationalPosterior
-from steinrl.registry import Option, non_negative, positive
+from steinrl.bayes.base import POSTERIORS, Dense, PosteriorSettings, VariationalPosterior
+from steinrl.registry import non_negative, positive, setting, settings_options
 
 __all__ = [
     "RadialDirectionalPosterior",
@@ -229,6 +230,25 @@ class RadialDirectionalLayer(nn.Module):
         return directional + radial
 
 
+@dataclass(frozen=True)
+class RDPSettings(PosteriorSettings):
+    """The ``rdp`` posterior's options (the bandits' ``posterior`` section)."""
+
+    prior_kappa: float = setting(
+        0.0, "κ_p of the vMF direction prior; 0 = uniform on the sphere, > 0 learns the prior mean directions (eq. "
+        "1).",
+        check=non_negative)
+    global_scale: float = setting(1.0, "γ of the global half-Cauchy C⁺(γ) on the norms (eq. 3).", check=positive)
+    init_concentration: float = setting(
+        10.0, "Initial κ_q of a layer, in units of its fan-in d (κ = value · d).",
+        check=positive)
+    init_log_variance: float = setting(
+        -6.0, "Initial log σ² of the four log-normal radial factors.",
+        check=lambda v: None if v < 10 else "must be < 10")
+    bias_prior_sigma: float = setting(1.0, "σ of the Gaussian prior N(0, σ²) on the biases.", check=positive)
+    init_sigma: float = setting(0.01, "Initial posterior std of the biases.", check=positive)
+
+
 @POSTERIORS.register("rdp")
 class RadialDirectionalPosterior(VariationalPosterior):
     """RDP over every weight matrix (row-wise grouping), diagonal Gaussian over the biases.
@@ -237,17 +257,8 @@ class RadialDirectionalPosterior(VariationalPosterior):
     fan-in must be >= 2 (a direction in R^1 is only a sign).
     """
 
-    options = (
-        Option("prior_kappa", float, 0.0, "κ_p of the vMF direction prior; 0 = uniform on the sphere, "
-               "> 0 learns the prior mean directions (eq. 1).", check=non_negative),
-        Option("global_scale", float, 1.0, "γ of the global half-Cauchy C⁺(γ) on the norms (eq. 3).", check=positive),
-        Option("init_concentration", float, 10.0, "Initial κ_q of a layer, in units of its fan-in d (κ = value · d).",
-               check=positive),
-        Option("init_log_variance", float, -6.0, "Initial log σ² of the four log-normal radial factors.",
-               check=lambda v: None if v < 10 else "must be < 10"),
-        Option("bias_prior_sigma", float, 1.0, "σ of the Gaussian prior N(0, σ²) on the biases.", check=positive),
-        Option("init_sigma", float, 0.01, "Initial posterior std of the biases.", check=positive),
-    )
+    Settings = RDPSettings
+    options = settings_options(Settings)
 
     def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu", *,
                  prior_kappa: float = 0.0, global_scale: float = 1.0, init_concentration: float = 10.0,

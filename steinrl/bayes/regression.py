@@ -42,27 +42,29 @@ after training; here all training data fit the model and γ is only learned.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from steinrl.bayes.base import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
-from steinrl.core.couplings import check_repulsion_for
+from steinrl.core.couplings import Coupling, SteinSettings, check_repulsion_for, coupling_from, make_coupling
 from steinrl.core.ensemble import EnsembleMLP
 from steinrl.core.kernels import kernel_spec
 from steinrl.core.methods import METHODS
 from steinrl.core.optim import gradient_step
-from steinrl.core.particle_optimizer import make_particle_optimizer
+from steinrl.core.particle_optimizer import ParticleOptimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.core.repulsion import repulsion_spec
 from steinrl.errors import ConfigError
+from steinrl.registry import setting, settings_options
 
-__all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "Standardizer",
+__all__ = ["PARTICLE_METHODS", "VARIATIONAL_METHODS", "REGRESSION_METHODS", "RegressionSettings", "Standardizer",
            "Regressor", "fit_regressor", "load_uci", "split_indices"]
 
 #: The registered particle methods and variational posteriors (every one fits a regressor).
@@ -138,21 +140,77 @@ def _batches(n: int, batch_size: int, gen: torch.Generator):
     return torch.split(order, batch_size)
 
 
-def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epochs, batch_size, lr, gen, prior,
-                   a, b, optimizer, kernel, activation, noise_scale, update_options) -> tuple[nn.Module, Callable]:
+@dataclass(frozen=True)
+class RegressionSettings:
+    """:func:`fit_regressor`'s options, typed (its keyword arguments)."""
+
+    hidden: Sequence[int] = setting((50,), "Hidden layer sizes of the network.")
+    particles: int = setting(20, "M, the particles of a particle method.")
+    epochs: int = setting(500, "Passes over the training data, minibatches of batch_size reshuffled every epoch (a "
+                          "last smaller batch counts with weight N/B too).")
+    batch_size: int = setting(100, "Rounds per minibatch.")
+    lr: float = setting(3e-3, "Step size of the particles' optimizer, and Adam's for the variational posteriors and "
+                        "their γ (BADAM: its own Adam).")
+    seed: int = setting(0, "Seeds every draw (initial weights, λ, minibatches, posterior samples).")
+    prior: str = setting("joint", "joint (a learned log λ_g per particle and group) or invgamma (λ_g marginalised); "
+                         "particle methods only.", choices=("joint", "invgamma"))
+    a: float = setting(1.0, "Gamma shape of the hyper-priors on γ (and λ).")
+    b: float = setting(0.1, "Their rate.")
+    optimizer: str = setting("adam", "The particles' optimizer (rmsprop, adam, ... of ParticleOptimizer).")
+    kernel: str | dict[str, Any] = setting(
+        "rbf", "The Stein kernel of a coupled particle method: a name (rbf, imq) or a mapping of name and parameters "
+        "(kernel_spec); its bandwidth rule is s2vgd unless the mapping names one.", kind=(str, dict))
+    activation: str = setting("relu", "Hidden activation.")
+    n_predict: int = setting(100, "Posterior draws averaged at prediction (variational methods).")
+    posterior_options: dict[str, Any] | None = setting(
+        None, "Options of make_posterior (over the posterior's regression_defaults).", kind=(dict, None))
+    noise_scale: float = setting(
+        10.0, "The optimised coordinate of the noise precision is u = log γ / noise_scale, so the optimizer moves log "
+        "γ noise_scale times faster than a weight (default 10: with Adam's ~lr-sized steps log γ could otherwise move "
+        "at most 6 in 2000 steps at lr 3e-3, short of yacht's log γ ≈ 7-8; chosen on validation splits carved from "
+        "training data).")
+    update_options: dict[str, Any] | None = setting(
+        None, "More options of a Stein method's coupling (the update config section's), e.g. {kernel: {space: "
+        "functions, states: 32}} (the kernel on the predictions at each minibatch's first B inputs; a kernel mapping "
+        "here sets parameters of kernel) or {repulsion: {name: share, target: 0.2}}.", kind=(dict, None))
+
+
+def _coupling(method: str, s: RegressionSettings) -> Coupling:
+    """The coupling of ``method``: a Stein method's kernel (``s.kernel``, bandwidth rule s2vgd unless it
+    names one; ``s.update_options``' kernel sets parameters of it) and the other coupling options."""
     spec = METHODS.get(method)
-    net = EnsembleMLP(particles, x.shape[1], hidden, 1, activation=activation, layer=spec.layer,
+    if spec.coupling != "stein":
+        return make_coupling(spec.coupling)
+    given = {"name": s.kernel} if isinstance(s.kernel, str) else dict(s.kernel)
+    kernel = kernel_spec({"bandwidth": "s2vgd", **given})
+    extra = dict(s.update_options or {})
+    if "kernel" in extra:
+        kernel = kernel_spec(extra.pop("kernel"), kernel)
+    try:
+        settings = SteinSettings(kernel=kernel, **extra)
+    except TypeError:
+        raise ConfigError(f"update_options {sorted(extra)}: the Stein coupling takes "
+                          f"{', '.join(o.name for o in settings_options(SteinSettings))}") from None
+    check_repulsion_for(settings, "BNN regression")
+    return coupling_from(spec.coupling, settings)
+
+
+def _fit_particles(method: str, x: Tensor, y: Tensor, s: RegressionSettings,
+                   gen: torch.Generator) -> tuple[nn.Module, Callable]:
+    spec = METHODS.get(method)
+    hidden, particles, a, b, noise_scale = s.hidden, s.particles, s.a, s.b, s.noise_scale
+    net = EnsembleMLP(particles, x.shape[1], hidden, 1, activation=s.activation, layer=spec.layer,
                       layer_options=spec.layer_defaults, init="lecun", generator=gen)
     groups = {k: g.shape[1] for k, g in net.prior_groups().items()}
-    if prior == "joint":
+    if s.prior == "joint":
         weight_prior = make_prior("joint", groups, particles, a=a, b=b)
         with torch.no_grad():  # λ ~ Gamma(shape a, scale b), as Liu & Wang's init_weights
             draw = torch._standard_gamma(torch.full(weight_prior.log_precision.shape, a), generator=gen) * b
             weight_prior.log_precision.copy_(draw.clamp_min(1e-30).log())
-    elif prior == "invgamma":
+    elif s.prior == "invgamma":
         weight_prior = make_prior("invgamma", a=a, b=b)
     else:
-        raise ConfigError(f"unknown prior {prior!r}; choices: joint, invgamma")
+        raise ConfigError(f"unknown prior {s.prior!r}; choices: joint, invgamma")
     n = x.shape[0]
     with torch.no_grad():  # log γ = −log(mean squared residual of the initial net), per particle
         idx = torch.randperm(n, generator=gen)[:1000]
@@ -161,37 +219,33 @@ def _fit_particles(method: str, x: Tensor, y: Tensor, *, hidden, particles, epoc
     # log γ moves noise_scale times faster (the density of u is that of log γ up to a constant).
     u_gamma = nn.Parameter(-mse.clamp_min(1e-8).log() / noise_scale)
     params = [*net.parameters(), *weight_prior.hyperparameters(), u_gamma]
-    opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if optimizer == "rmsprop" else {}  # Liu & Wang's constants
-    given = {"name": kernel} if isinstance(kernel, str) else dict(kernel)  # bandwidth rule s2vgd unless given
-    section = dict(update_options or {})
-    if spec.coupling == "stein":  # update_options' kernel sets parameters of the kernel so far
-        section["kernel"] = kernel_spec(section.pop("kernel", {}), kernel_spec({"bandwidth": "s2vgd", **given}))
-        check_repulsion_for({"repulsion": repulsion_spec(section.get("repulsion", "constant"))}, "BNN regression")
-    else:
-        section = {}
-    particles_opt = make_particle_optimizer(spec.coupling, params, section, lr=lr, optimizer=optimizer,
-                                            optimizer_kwargs=opt_kwargs)
-    shared = particles_opt.coupling.embedding_states  # B: the predictions at each minibatch's first B inputs
-    for _ in range(epochs):
-        for idx in _batches(n, batch_size, gen):
-            embed = (lambda xb=x[idx[:shared]]: net(xb).squeeze(-1)) if shared else None  # (M, B)
+    opt_kwargs = {"alpha": 0.9, "eps": 1e-6} if s.optimizer == "rmsprop" else {}  # Liu & Wang's constants
+    particle_optimizer = ParticleOptimizer(params, _coupling(method, s), lr=s.lr, optimizer=s.optimizer,
+                                           optimizer_kwargs=opt_kwargs)
+    # B: the predictions at each minibatch's first B inputs
+    embedding_states = particle_optimizer.coupling.embedding_states
+    for _ in range(s.epochs):
+        for idx in _batches(n, s.batch_size, gen):
+            embed = (lambda xb=x[idx[:embedding_states]]: net(xb).squeeze(-1)) if embedding_states else None  # (M, B)
             pred = net(x[idx]).squeeze(-1)  # M B
             log_gamma = noise_scale * u_gamma  # M 1
             gamma = log_gamma.exp()
             sq = (pred - y[idx]).square().sum(1, keepdim=True)  # M 1
             log_lik = (n / len(idx)) * (0.5 * len(idx) * (log_gamma - _LOG_2PI) - 0.5 * gamma * sq)
             log_target = (log_lik + log_gamma_prior(log_gamma, a, b)).squeeze(1) + net.log_prior(weight_prior)
-            particles_opt.step(log_target, embed=embed)
+            particle_optimizer.step(log_target, embed=embed)
     model = nn.ModuleDict({"net": net, "prior": weight_prior})
     model.register_parameter("noise_coordinate", u_gamma)
     return model, lambda xs: (net(xs).squeeze(-1), (noise_scale * u_gamma).squeeze(1).exp())
 
 
-def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch_size, lr, gen, a, b, activation,
-                     n_predict, seed, posterior_options, noise_scale) -> tuple[nn.Module, Callable]:
+def _fit_variational(method: str, x: Tensor, y: Tensor, s: RegressionSettings,
+                     gen: torch.Generator) -> tuple[nn.Module, Callable]:
     cls = POSTERIORS.get(method)
-    options = {**cls.regression_defaults, **(posterior_options or {})}
-    post: VariationalPosterior = make_posterior(method, x.shape[1], hidden, 1, activation, generator=gen, **options)
+    a, b, lr, noise_scale, n_predict = s.a, s.b, s.lr, s.noise_scale, s.n_predict
+    options = {**cls.regression_defaults, **(s.posterior_options or {})}
+    post: VariationalPosterior = make_posterior(method, x.shape[1], s.hidden, 1, s.activation, generator=gen,
+                                                **options)
     n = x.shape[0]
     with torch.no_grad():
         mse = (post.predict(x, 1, gen)[0].squeeze(-1) - y).square().mean()
@@ -200,8 +254,8 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
     # a loss per example (BADAM's mean NLL) takes 1/N of the γ prior
     prior_weight = 1.0 / n if cls.loss_per_example else 1.0
     y2 = y.unsqueeze(1)
-    for _ in range(epochs):
-        for idx in _batches(n, batch_size, gen):
+    for _ in range(s.epochs):
+        for idx in _batches(n, s.batch_size, gen):
             log_gamma = noise_scale * u_gamma
 
             def log_likelihood(pred: Tensor, target: Tensor, log_gamma: Tensor = log_gamma) -> Tensor:
@@ -213,68 +267,38 @@ def _fit_variational(method: str, x: Tensor, y: Tensor, *, hidden, epochs, batch
     model.register_parameter("noise_coordinate", u_gamma)
 
     def sampler(xs: Tensor) -> tuple[Tensor, Tensor]:
-        draw_gen = torch.Generator().manual_seed(seed + 1)  # the same draws at every call
+        draw_gen = torch.Generator().manual_seed(s.seed + 1)  # the same draws at every call
         f = post.predict(xs, n_predict, draw_gen).squeeze(-1)  # S n
         return f, (noise_scale * u_gamma).exp().expand(n_predict)
     return model, sampler
 
 
-def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, *, hidden: Sequence[int] = (50,),
-                  particles: int = 20, epochs: int = 500, batch_size: int = 100, lr: float = 3e-3, seed: int = 0,
-                  prior: str = "joint", a: float = 1.0, b: float = 0.1, optimizer: str = "adam",
-                  kernel: str | dict = "rbf", activation: str = "relu", n_predict: int = 100,
-                  posterior_options: dict | None = None, noise_scale: float = 10.0,
-                  update_options: dict | None = None) -> Regressor:
+def fit_regressor(method: str, X_train: np.ndarray, y_train: np.ndarray, settings: RegressionSettings | None = None,
+                  **options: Any) -> Regressor:
     """Fit a BNN regressor ``X (N, d) -> y (N,)``.
 
     :param method: a particle method of :data:`PARTICLE_METHODS` (``svgd``, ``s2vgd``, ``vmg``,
         ``kron``, ``independent``: M particles) or a posterior of :data:`VARIATIONAL_METHODS`
         (``bbb``, ``badam``, ``kflow``, ``rdp``: variational, :mod:`steinrl.bayes`).
-    :param particles: M (particle methods).
-    :param epochs: passes over the training data, minibatches of ``batch_size`` reshuffled
-        every epoch (a last smaller batch counts with weight N/B too).
-    :param lr: step size of the particles' optimizer, and Adam's for the variational
-        posteriors and their γ (BADAM: its own Adam).
-    :param seed: seeds every draw (initial weights, λ, minibatches, posterior samples).
-    :param prior: ``"joint"`` (learned log λ_g per particle and group) or ``"invgamma"``
-        (λ_g marginalised); particle methods only.
-    :param a: Gamma shape of the hyper-priors on γ (and λ). :param b: their rate.
-    :param optimizer: the particles' optimizer (``rmsprop``, ``adam``, ... of
-        :class:`~steinrl.core.ParticleOptimizer`).
-    :param kernel: the Stein kernel of a coupled particle method: a name (``rbf``, ``imq``) or
-        a mapping of name and parameters (:func:`steinrl.core.kernels.kernel_spec`); its
-        bandwidth rule is ``s2vgd`` unless the mapping names one.
-    :param noise_scale: the optimised coordinate of the noise precision is u = log γ / noise_scale,
-        so the optimizer moves log γ ``noise_scale`` times faster than a weight (default 10: with
-        Adam's ~lr-sized steps log γ could otherwise move at most 6 in 2000 steps at lr 3e-3,
-        short of yacht's log γ ≈ 7-8; chosen on validation splits carved from training data).
-    :param update_options: more options of a Stein method's coupling (the ``update`` config
-        section's), e.g. ``{"kernel": {"space": "functions", "states": 32}}`` (the kernel on
-        the predictions at each minibatch's first B inputs; a kernel mapping here sets parameters
-        of ``kernel``) or ``{"repulsion": {"name": "share", "target": 0.2}}``.
-    :param n_predict: posterior draws averaged at prediction (variational methods).
-    :param posterior_options: options of :func:`~steinrl.bayes.make_posterior` (over
-        the posterior's ``regression_defaults``).
+    :param settings: the options, typed (:class:`RegressionSettings`: ``hidden``, ``particles``,
+        ``epochs``, ``lr``, ``kernel``, ``update_options``, ...; default: its defaults).
+    :param options: any of them as keywords, over ``settings`` (``fit_regressor("svgd", X, y, epochs=50)``).
     """
     if method not in REGRESSION_METHODS:
         raise ConfigError(f"unknown regression method {method!r}; choices: {', '.join(REGRESSION_METHODS)}")
+    s = dataclasses.replace(settings or RegressionSettings(), **options)
     X_train, y_train = np.asarray(X_train, dtype=np.float64), np.asarray(y_train, dtype=np.float64).reshape(-1)
     if X_train.ndim != 2 or len(X_train) != len(y_train) or len(y_train) < 2:
         raise ValueError(f"need X (N, d) and y (N,) with N >= 2, got {X_train.shape} and {y_train.shape}")
     x_scale, y_scale = Standardizer.fit(X_train), Standardizer.fit(y_train)
     x = torch.as_tensor(x_scale.transform(X_train), dtype=torch.float32)
     y = torch.as_tensor(y_scale.transform(y_train), dtype=torch.float32)
-    gen = torch.Generator().manual_seed(seed)
-    if not noise_scale > 0:
-        raise ValueError(f"noise_scale must be > 0, got {noise_scale}")
-    common = dict(hidden=tuple(hidden), epochs=epochs, batch_size=batch_size, lr=lr, gen=gen, a=a, b=b,
-                  activation=activation, noise_scale=float(noise_scale))
-    if method in PARTICLE_METHODS:
-        model, sampler = _fit_particles(method, x, y, particles=particles, prior=prior, optimizer=optimizer,
-                                        kernel=kernel, update_options=update_options, **common)
-    else:
-        model, sampler = _fit_variational(method, x, y, n_predict=n_predict, seed=seed,
-                                          posterior_options=posterior_options, **common)
+    gen = torch.Generator().manual_seed(s.seed)
+    if not s.noise_scale > 0:
+        raise ValueError(f"noise_scale must be > 0, got {s.noise_scale}")
+    s = dataclasses.replace(s, hidden=tuple(s.hidden), noise_scale=float(s.noise_scale))
+    fit = _fit_particles if method in PARTICLE_METHODS else _fit_variational
+    model, sampler = fit(method, x, y, s, gen)
     return Regressor(method, model, sampler, x_scale, y_scale)
 
 

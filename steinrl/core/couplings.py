@@ -8,8 +8,9 @@ their direction φ.
   (repulsive term, weighted by ``update.repulsion``, :mod:`steinrl.core.repulsion`);
 - ``independent``: κ = I, every particle follows its own gradient, the papers' baseline.
 
-A coupling declares the options it adds to the ``update`` config section (the options every
-method shares are the particle optimizer's, :data:`steinrl.core.particle_optimizer.OPTIMIZER_OPTIONS`)
+A coupling declares the settings it adds to the ``update`` config section (``Settings``; the
+settings every method shares are the particle optimizer's,
+:class:`steinrl.core.particle_optimizer.OptimizerSettings`)
 and returns ``(phi, stats)`` from :meth:`Coupling.direction`, ``stats`` holding the logged
 ``train/bandwidth``, ``train/kernel_mean``, ``train/mean_pairwise_distance``,
 ``train/attractive_norm`` and ``train/repulsive_norm`` (and a controller's ``train/repulsion_weight``
@@ -19,6 +20,7 @@ and state); the independent coupling, which has no kernel, only the mean distanc
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -29,36 +31,68 @@ from steinrl.core.kernels import Kernel, kernel_spec, make_kernel
 from steinrl.core.repulsion import Repulsion, make_repulsion, output_spread, repulsion_spec
 from steinrl.core.stein import ATTRACTIVE_NORM_MAX_DIM, PRECISIONS, independent_stats, svgd_direction
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, Registry
+from steinrl.registry import Option, Registry, setting, settings_options, settings_values
 
-__all__ = ["Coupling", "SteinCoupling", "IndependentCoupling", "COUPLINGS", "KERNEL_OPTION", "REPULSION_OPTION",
-           "make_coupling", "Embed"]
+__all__ = ["Coupling", "SteinCoupling", "IndependentCoupling", "COUPLINGS", "CouplingSettings", "KernelSettings",
+           "SteinSettings", "make_coupling", "coupling_from", "Embed"]
 
 #: ``() -> outputs``: the particles' outputs on B shared inputs, flattened ``(M, F)``, differentiable in
 #: the parameters the particle step moves (a function-space kernel's or a spread controller's input)
 Embed = Callable[[], Tensor]
 
-#: ``update.kernel``: a kernel name or a mapping of its name and parameters (:func:`steinrl.core.kernels.kernel_spec`).
-KERNEL_OPTION = Option("kernel", (str, dict), {"name": "rbf", "bandwidth": "svpg", "space": "weights"},
-                       "Stein kernel: a name (rbf, imq) or {name: ..., <parameter>: ...}, e.g. {name: imq, beta: "
-                       "-0.3, bandwidth: s2vgd} or {space: functions, states: 64}; a mapping without name sets "
-                       "parameters of the kernel so far (see the kernel table below)", normalize=kernel_spec)
-#: ``update.repulsion``: the repulsive term's weight λ, fixed or set by a controller (:mod:`steinrl.core.repulsion`).
-REPULSION_OPTION = Option("repulsion", (str, dict), {"name": "constant", "weight": 1.0},
-                          "Weight λ of the repulsive term: constant (1: SVGD), share (of the driving term's norm), "
-                          "spread (tracks a target spread on shared states) or bandit (DvD's); a name or {name: "
-                          "..., <parameter>: ...}, see the controller table below", normalize=repulsion_spec)
+_NORM = {"auto": None, "on": True, "off": False}
+
+
+@dataclass(frozen=True)
+class CouplingSettings:
+    """A coupling's own options in the ``update`` config section (none: the base, ``independent``)."""
+
+
+@dataclass(frozen=True)
+class KernelSettings(CouplingSettings):
+    """The Stein kernel and the repulsion's weight (normalised specs: :func:`~steinrl.core.kernels.kernel_spec`,
+    :func:`~steinrl.core.repulsion.repulsion_spec`; every parameter present)."""
+
+    kernel: dict[str, Any] = setting(
+        {"name": "rbf", "bandwidth": "svpg", "space": "weights"},
+        "Stein kernel: a name (rbf, imq) or {name: ..., <parameter>: ...}, e.g. {name: imq, beta: -0.3, bandwidth: "
+        "s2vgd} or {space: functions, states: 64}; a mapping without name sets parameters of the kernel so far (see "
+        "the kernel table below)", kind=(str, dict), normalize=kernel_spec)
+    repulsion: dict[str, Any] = setting(
+        {"name": "constant", "weight": 1.0},
+        "Weight λ of the repulsive term: constant (1: SVGD), share (of the driving term's norm), spread (tracks a "
+        "target spread on shared states) or bandit (DvD's); a name or {name: ..., <parameter>: ...}, see the "
+        "controller table below", kind=(str, dict), normalize=repulsion_spec)
+
+    def __post_init__(self) -> None:  # a name or a partial mapping (settings built in Python) as its full spec
+        object.__setattr__(self, "kernel", kernel_spec(self.kernel))
+        object.__setattr__(self, "repulsion", repulsion_spec(self.repulsion))
+
+
+@dataclass(frozen=True)
+class SteinSettings(KernelSettings):
+    """The ``stein`` coupling's options."""
+
+    attractive_norm: str = setting(
+        "auto", f"Log train/attractive_norm, which costs an MxM Gram of the gradients (M²D multiply-adds, a third of "
+        f"the Stein direction's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per "
+        f"particle), on or off; a repulsion controller computes it anyway", choices=tuple(_NORM))
+    kernel_precision: str = setting(
+        "full", "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
+        "device; the particle Gram behind the distances and the bandwidth stays full precision.", choices=PRECISIONS)
 
 
 class Coupling:
     """Base class: φ from the particles ``theta`` and their log-target gradients ``grad``.
 
-    Subclasses declare ``options`` (keys of the ``update`` section beyond the optimizer's,
-    each an ``__init__`` keyword) and implement :meth:`direction`.
+    Subclasses declare ``Settings`` (their keys of the ``update`` section beyond the particle
+    optimizer's, each an ``__init__`` keyword; ``options`` is derived from it) and implement
+    :meth:`direction`.
     """
 
     name: ClassVar[str] = ""
     doc: ClassVar[str] = ""
+    Settings: ClassVar[type] = CouplingSettings
     options: ClassVar[tuple[Option, ...]] = ()
     #: the repulsion controller (none: SVGD's own weight, or no kernel)
     repulsion: Repulsion | None = None
@@ -79,7 +113,6 @@ class Coupling:
 
 #: Couplings by name (the ``coupling`` of a method, :data:`steinrl.core.methods.METHODS`).
 COUPLINGS: Registry[type[Coupling]] = Registry("coupling")
-_NORM = {"auto": None, "on": True, "off": False}
 
 
 @COUPLINGS.register("stein")
@@ -99,18 +132,8 @@ class SteinCoupling(Coupling):
 
     name = "stein"
     doc = "SVGD: a Stein kernel (rbf, imq) in weight or function space, attractive + repulsive terms."
-    options = (
-        KERNEL_OPTION,
-        REPULSION_OPTION,
-        Option("attractive_norm", str, "auto",
-               f"Log train/attractive_norm, which costs an MxM Gram of the gradients (M²D multiply-adds, a third of "
-               f"the Stein direction's at large M): auto (on for D <= {ATTRACTIVE_NORM_MAX_DIM:,} parameters per "
-               f"particle), on or off; a repulsion controller computes it anyway", choices=tuple(_NORM)),
-        Option("kernel_precision", str, "full",
-               "full, or bf16: the kernel product with the gradients (and the gradients' Gram) in bfloat16 on any "
-               "device; the particle Gram behind the distances and the bandwidth stays full precision.",
-               choices=PRECISIONS),
-    )
+    Settings = SteinSettings
+    options = settings_options(Settings)
 
     def __init__(self, kernel: Kernel | str | Mapping[str, Any] = "rbf",
                  repulsion: Repulsion | str | Mapping[str, Any] | None = None, attractive_norm: str = "auto",
@@ -174,25 +197,35 @@ def make_coupling(name: str, **options: Any) -> Coupling:
     return cls(**options)
 
 
-def check_embedding_states(update: Mapping[str, Any], held: int, holds: str) -> None:
-    """A ConfigError where the shared inputs a function-space kernel (``update.kernel.states``) or
-    a spread controller (``update.repulsion.states``) draws are more than the ``held`` inputs they
-    come from; ``holds`` names them, e.g. ``"a seed's batch holds (particles x rollout.batch_size = 32)"``."""
-    kernel, repulsion = update.get("kernel") or {}, update.get("repulsion") or {}
-    if kernel.get("space") == "functions":
-        key, wanted = "kernel", kernel["states"]
-    elif repulsion.get("name") == "spread":
-        key, wanted = "repulsion", repulsion["states"]
+def coupling_from(name: str, section: CouplingSettings) -> Coupling:
+    """The registered coupling ``name`` with the settings ``section`` holds (an ``update`` config
+    section: an instance of the coupling's ``Settings``, composed with other parts' settings)."""
+    cls = COUPLINGS.get(name)
+    if not isinstance(section, cls.Settings):
+        raise TypeError(f"the {name} coupling takes {cls.Settings.__name__}, got {type(section).__name__}")
+    return cls(**settings_values(section, cls.Settings))
+
+
+def check_embedding_states(update: CouplingSettings, held: int, holds: str) -> None:
+    """A ConfigError where the shared inputs a function-space kernel (``update.kernel``'s ``states``)
+    or a spread controller (``update.repulsion``'s ``states``) draws are more than the ``held``
+    inputs they come from; ``holds`` names them, e.g. ``"a seed's batch holds (particles x
+    rollout.batch_size = 32)"``. A coupling without a kernel draws none."""
+    if not isinstance(update, KernelSettings):
+        return
+    if update.kernel["space"] == "functions":
+        key, wanted = "kernel", update.kernel["states"]
+    elif update.repulsion["name"] == "spread":
+        key, wanted = "repulsion", update.repulsion["states"]
     else:
         return
     if wanted > held:
         raise ConfigError(f"update.{key} states {wanted} is more than {holds}; take at most {held}")
 
 
-def check_repulsion_for(update: Mapping[str, Any], job: str) -> None:
+def check_repulsion_for(update: CouplingSettings, job: str) -> None:
     """A ConfigError where ``update.repulsion`` names a controller the ``job`` cannot drive: the
     bandit needs a score per iteration (RL's best return)."""
-    name = (update.get("repulsion") or {}).get("name")
-    if name == "bandit" and job != "rl":
+    if isinstance(update, KernelSettings) and update.repulsion["name"] == "bandit" and job != "rl":
         raise ConfigError(f"update.repulsion bandit needs a score per training iteration (RL's best return); "
                           f"{job} has none: use constant, share or spread")

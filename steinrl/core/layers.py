@@ -21,18 +21,23 @@ the prior (:meth:`StructuredLinear.param_groups`) follow eq. 14 of the S²VGD pa
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, Registry, non_negative, options_of
+from steinrl.registry import Option, Registry, non_negative, options_of, setting, settings_options
 
 if TYPE_CHECKING:
     from steinrl.core.priors import Prior
 
 __all__ = [
+    "LayerSettings",
+    "FactoredSettings",
+    "HouseholderSettings",
+    "KroneckerSettings",
     "StructuredLinear",
     "DenseLinear",
     "HouseholderLinear",
@@ -58,10 +63,47 @@ def _randn(
     return torch.randn(*shape, generator=generator, device=device, dtype=dtype) * std
 
 
+@dataclass(frozen=True)
+class LayerSettings:
+    """The ``layer`` config section of a family without options of its own (``gaussian``)."""
+
+
+@dataclass(frozen=True)
+class FactoredSettings(LayerSettings):
+    """What the matrix-variate families share (:class:`FactoredLinear`)."""
+
+    scales: bool = setting(True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = L C Rᵀ).")
+    scales_centre: float = setting(0.0, "Centre of the prior on Λ1, Λ2: it scores Λ − centre (0: the paper's "
+                                   "zero-mean prior; 1: centred on the initial Λ = 1).")
+
+
+@dataclass(frozen=True)
+class _Reflections:
+    K: int = setting(1, "Householder reflections per side (0: P = Q = I, the VMG prior).", check=non_negative)
+
+
+@dataclass(frozen=True)
+class HouseholderSettings(FactoredSettings, _Reflections):
+    """The ``householder`` family's ``layer`` section (``K`` first)."""
+
+
+@dataclass(frozen=True)
+class _Factors:
+    factor_std: float = setting(0.01, "Init std of the strictly-lower entries of the factors A, B.",
+                                check=non_negative)
+
+
+@dataclass(frozen=True)
+class KroneckerSettings(FactoredSettings, _Factors):
+    """The ``kronecker`` family's ``layer`` section (``factor_std`` first)."""
+
+
 class StructuredLinear(nn.Module):
     """Base class: M particles of a linear layer ``in_features -> out_features``.
 
-    Subclasses implement :meth:`weight` and :meth:`param_groups`.
+    Subclasses implement :meth:`weight` and :meth:`param_groups`, and declare ``Settings``
+    (their ``layer`` config section: a frozen dataclass of :func:`~steinrl.registry.setting` s,
+    each an ``__init__`` keyword; ``options`` is derived from it).
 
     :param num_particles: M.
     :param in_features: ℓ1.
@@ -73,6 +115,8 @@ class StructuredLinear(nn.Module):
     :param dtype: their dtype.
     """
 
+    Settings: ClassVar[type] = LayerSettings
+    options: ClassVar[tuple[Option, ...]] = ()
     num_particles: int
     in_features: int
     out_features: int
@@ -167,11 +211,8 @@ class FactoredLinear(StructuredLinear):
     the initial value (W's scale is then not shrunk by the prior).
     """
 
-    options = (
-        Option("scales", bool, True, "Learn the diagonal scales Λ1, Λ2 (false fixes them at 1: W = L C Rᵀ)."),
-        Option("scales_centre", float, 0.0, "Centre of the prior on Λ1, Λ2: it scores Λ − centre "
-               "(0: the paper's zero-mean prior; 1: centred on the initial Λ = 1)."),
-    )
+    Settings = FactoredSettings
+    options = settings_options(Settings)
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, scales: bool = True,
                  scales_centre: float = 0.0, **kwargs) -> None:
@@ -221,10 +262,8 @@ class HouseholderLinear(FactoredLinear):
     vector groups only when K > 0, the lambda groups only with ``scales``).
     """
 
-    options = (
-        Option("K", int, 1, "Householder reflections per side (0: P = Q = I, the VMG prior).", check=non_negative),
-        *FactoredLinear.options,
-    )
+    Settings = HouseholderSettings
+    options = settings_options(Settings)
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, K: int = 1, **kwargs) -> None:
         if K < 0 or int(K) != K:
@@ -291,11 +330,8 @@ class KroneckerLinear(FactoredLinear):
     the strictly-lower entries only, ``(M, in(in-1)/2)`` and ``(M, out(out-1)/2)``.
     """
 
-    options = (
-        Option("factor_std", float, 0.01, "Init std of the strictly-lower entries of the factors A, B.",
-               check=non_negative),
-        *FactoredLinear.options,
-    )
+    Settings = KroneckerSettings
+    options = settings_options(Settings)
 
     def __init__(self, num_particles: int, in_features: int, out_features: int, *, factor_std: float = 0.01,
                  **kwargs) -> None:
@@ -330,7 +366,7 @@ class KroneckerLinear(FactoredLinear):
         return self._bias_group(groups)
 
 
-#: Layer families by prior name; each class declares its own options (``options``).
+#: Layer families by prior name; each class declares its own settings (``Settings``, ``options``).
 LAYERS: Registry[type[StructuredLinear]] = Registry("layer")
 LAYERS.register("gaussian", DenseLinear)
 LAYERS.register("householder", HouseholderLinear)

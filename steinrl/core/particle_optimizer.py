@@ -36,14 +36,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from steinrl.core.couplings import COUPLINGS, Coupling, Embed, make_coupling
+from steinrl.core.couplings import Coupling, Embed, coupling_from, make_coupling
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import TFRMSprop, adam
 from steinrl.core.stein import flatten, proximal_gradient, unflatten_into
-from steinrl.registry import Option, non_negative, step_size
+from steinrl.registry import Option, non_negative, setting, settings_options, step_size
 
-__all__ = ["ParticleOptimizer", "StepResult", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "make_particle_optimizer",
-           "clip_grad_norms", "halved_lr", "set_lr"]
+__all__ = ["ParticleOptimizer", "StepResult", "OPTIMIZERS", "OptimizerSettings", "OPTIMIZER_OPTIONS",
+           "make_particle_optimizer", "clip_grad_norms", "halved_lr", "set_lr"]
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": adam,  # torch's Adam, fused where available
@@ -52,21 +52,27 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
 }
 
-#: Options of the ``update`` section every method shares (the particle optimizer's).
-OPTIMIZER_OPTIONS: tuple[Option, ...] = (
-    Option("optimizer", str, "adam", "Optimizer applied to -phi (adam: the SVPG code; rmsprop: the S²VGD paper).",
-           choices=lambda: list(OPTIMIZERS)),
-    Option("lr", float, 5e-3, "Step size epsilon of the particle step.", check=step_size),
-    Option("proximal_weight", float, 0.0, "Weight of the S²VGD code's proximal term (0.1 there; 0 = off).",
-           check=non_negative),
-    Option("lr_halving_every", int, 0, "If > 0, halve lr every this many iterations after lr_halving_start.",
-           check=non_negative),
-    Option("lr_halving_start", int, 200, "First iteration at which lr halving may apply.", check=non_negative),
-    Option("optimizer_eps", (float, None), None, "Epsilon of the optimizer's denominator, also of the own "
-           "parameters' Adam (null: the optimizer's default: adam and rmsprop 1e-8, rmsprop_tf 1e-10; sgd has none; "
-           "SB3's PPO uses 1e-5).",
-           check=lambda v: None if v is None or v > 0 else "must be > 0 (or null)"),
-)
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """What every method's ``update`` config section holds: the particle optimizer's settings (a
+    coupling's own, :class:`~steinrl.core.couplings.CouplingSettings`, join them)."""
+
+    optimizer: str = setting("adam", "Optimizer applied to -phi (adam: the SVPG code; rmsprop: the S²VGD paper).",
+                             choices=lambda: list(OPTIMIZERS))
+    lr: float = setting(5e-3, "Step size epsilon of the particle step.", check=step_size)
+    proximal_weight: float = setting(0.0, "Weight of the S²VGD code's proximal term (0.1 there; 0 = off).",
+                                     check=non_negative)
+    lr_halving_every: int = setting(0, "If > 0, halve lr every this many iterations after lr_halving_start.",
+                                    check=non_negative)
+    lr_halving_start: int = setting(200, "First iteration at which lr halving may apply.", check=non_negative)
+    optimizer_eps: float | None = setting(
+        None, "Epsilon of the optimizer's denominator, also of the own parameters' Adam (null: the optimizer's "
+        "default: adam and rmsprop 1e-8, rmsprop_tf 1e-10; sgd has none; SB3's PPO uses 1e-5).", kind=(float, None),
+        check=lambda v: None if v is None or v > 0 else "must be > 0 (or null)")
+
+
+#: The options of :class:`OptimizerSettings`.
+OPTIMIZER_OPTIONS: tuple[Option, ...] = settings_options(OptimizerSettings)
 
 
 @dataclass
@@ -294,15 +300,11 @@ class ParticleOptimizer:
         self.prev_theta = state.get("prev_theta")
 
 
-def make_particle_optimizer(coupling: str, params: Iterable[nn.Parameter], section: Any = None,
+def make_particle_optimizer(coupling: str, params: Iterable[nn.Parameter], update: OptimizerSettings,
                             **kwargs: Any) -> ParticleOptimizer:
-    """The particle optimizer of the registered coupling ``coupling`` from an ``update`` config
-    section (:data:`OPTIMIZER_OPTIONS` and the coupling's own options; the lr schedule's keys are
-    the caller's), plus :class:`ParticleOptimizer`'s other keywords."""
-    section = dict(section or {})
-    options = {o.name: section.pop(o.name) for o in COUPLINGS.get(coupling).options if o.name in section}
-    for key in ("lr_halving_every", "lr_halving_start"):
-        section.pop(key, None)
-    return ParticleOptimizer(params, make_coupling(coupling, **options),
-                             proximal_weight=section.pop("proximal_weight", 0.0),
-                             **section, **kwargs)
+    """The particle optimizer of an ``update`` config section: its optimizer, step size, eps and
+    proximal weight, and the registered coupling ``coupling`` with its settings read from the same
+    section (:func:`~steinrl.core.couplings.coupling_from`; the lr schedule is the caller's), plus
+    :class:`ParticleOptimizer`'s other keywords (``temperature``, ``groups``, ...)."""
+    return ParticleOptimizer(params, coupling_from(coupling, update), lr=update.lr, optimizer=update.optimizer,
+                             optimizer_eps=update.optimizer_eps, proximal_weight=update.proximal_weight, **kwargs)

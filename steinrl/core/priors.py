@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, Registry, options_of, positive
+from steinrl.registry import Option, Registry, options_of, positive, setting, settings_options, settings_values
 
-__all__ = ["Prior", "GaussianPrior", "InvGammaPrior", "JointGammaPrior", "PRIORS", "make_prior", "log_gamma_prior"]
+__all__ = ["PriorSettings", "GaussianPriorSettings", "HyperpriorSettings", "Prior", "GaussianPrior", "InvGammaPrior",
+           "JointGammaPrior", "PRIORS", "make_prior", "log_gamma_prior"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -50,12 +53,35 @@ def _check_group(x: Tensor) -> None:
         raise ValueError(f"a prior group must have shape (M, n), got {tuple(x.shape)}")
 
 
+@dataclass(frozen=True)
+class PriorSettings:
+    """A prior's own options in the ``prior`` config section (none: the base)."""
+
+
+@dataclass(frozen=True)
+class GaussianPriorSettings(PriorSettings):
+    variance: float = setting(0.01, "Variance of the zero-mean Gaussian prior.", check=positive)
+
+
+@dataclass(frozen=True)
+class HyperpriorSettings(PriorSettings):
+    """The hyper-prior of the hierarchical priors (``invgamma``, ``joint``)."""
+
+    a: float = setting(1.0, "Shape a of the hyper-prior on each group's variance / precision.", check=positive)
+    b: float = setting(0.1, "Scale (Inv-Gamma) / rate (Gamma) b of the hyper-prior.", check=positive)
+
+
 class Prior(nn.Module):
     """Base class: a log density over a model's named parameter groups.
 
     Subclasses with independent groups implement :meth:`log_prob_group`; the default
-    :meth:`log_prob` sums it over the groups.
+    :meth:`log_prob` sums it over the groups. ``Settings`` (a frozen dataclass of
+    :func:`~steinrl.registry.setting` s, each an ``__init__`` keyword) are its options in the
+    ``prior`` config section (``options`` is derived from it).
     """
+
+    Settings: ClassVar[type] = PriorSettings
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def log_prob_group(self, x: Tensor) -> Tensor:
         """log p of one group ``x (M, n)`` per particle, ``(M,)``."""
@@ -82,7 +108,8 @@ class GaussianPrior(Prior):
     :param variance: the fixed prior variance σ² (> 0); 0.01 in the papers' RL runs.
     """
 
-    options = (Option("variance", float, 0.01, "Variance of the zero-mean Gaussian prior.", check=positive),)
+    Settings = GaussianPriorSettings
+    options = settings_options(Settings)
 
     def __init__(self, variance: float = 0.01) -> None:
         super().__init__()
@@ -101,10 +128,6 @@ class GaussianPrior(Prior):
         return f"variance={self.variance}"
 
 
-_A = Option("a", float, 1.0, "Shape a of the hyper-prior on each group's variance / precision.", check=positive)
-_B = Option("b", float, 0.1, "Scale (Inv-Gamma) / rate (Gamma) b of the hyper-prior.", check=positive)
-
-
 class InvGammaPrior(Prior):
     """Hierarchical Gaussian prior with an Inv-Gamma(a, b) group variance, marginalised.
 
@@ -119,7 +142,8 @@ class InvGammaPrior(Prior):
     :param b: Inv-Gamma scale (> 0); 0.1 in the paper.
     """
 
-    options = (_A, _B)
+    Settings = HyperpriorSettings
+    options = settings_options(Settings)
 
     def __init__(self, a: float = 1.0, b: float = 0.1) -> None:
         super().__init__()
@@ -158,7 +182,8 @@ class JointGammaPrior(Prior):
     :param init_precision: initial λ of every group (default: the prior mean a / b).
     """
 
-    options = (_A, _B)
+    Settings = HyperpriorSettings
+    options = settings_options(Settings)
 
     shared_state = ("group_sizes",)  #: the groups' sizes: no particle axis (steinrl.core.groups)
 
@@ -188,7 +213,7 @@ class JointGammaPrior(Prior):
         return f"groups={len(self.group_names)}, a={self.a}, b={self.b}"
 
 
-#: Priors by name; each class declares its own options.
+#: Priors by name; each class declares its own settings (``Settings``, ``options``).
 PRIORS: Registry[type[Prior]] = Registry("prior")
 PRIORS.register("gaussian", GaussianPrior)
 PRIORS.register("invgamma", InvGammaPrior)
@@ -196,13 +221,18 @@ PRIORS.register("joint", JointGammaPrior)
 
 
 def make_prior(name: str, groups: Mapping[str, int] | None = None, num_particles: int | None = None,
-               **options: float) -> Prior:
-    """Build a prior by name with its declared options.
+               settings: PriorSettings | None = None, **options: float) -> Prior:
+    """Build a prior by name with its declared options: ``options``, or those ``settings`` hold
+    (a ``prior`` config section: an instance of the prior's ``Settings``).
 
     :param groups: name -> size of the groups it will score (needed by ``joint``).
     :param num_particles: M (needed by ``joint``).
     """
     cls = PRIORS.get(name)
+    if settings is not None:
+        if not isinstance(settings, cls.Settings):
+            raise TypeError(f"prior {name!r} takes {cls.Settings.__name__}, got {type(settings).__name__}")
+        options = {**settings_values(settings, cls.Settings), **options}
     accepted = [o.name for o in options_of(cls)]
     unknown = sorted(set(options) - set(accepted))
     if unknown:

@@ -14,8 +14,6 @@ Seeds can be trained as one batch (G seeds as G·M particles): every random stre
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import torch
 from torch import Tensor
@@ -26,24 +24,28 @@ from steinrl.core.methods import METHODS
 from steinrl.core.particle_optimizer import ParticleOptimizer, make_particle_optimizer
 from steinrl.core.priors import make_prior
 from steinrl.errors import NonFiniteError
+from steinrl.registry import settings_values
 from steinrl.rl.critics import CRITICS, Critic, LinearBaseline
 from steinrl.rl.draws import Draws
+from steinrl.rl.heads import head_for
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Batch, Sampler
+from steinrl.rl.settings import RLConfig
 
 __all__ = ["SVPGAgent", "build_policy"]
 
 
-def build_policy(cfg: Any, observation_space: gym.Space, action_space: gym.Space,
+def build_policy(cfg: RLConfig, observation_space: gym.Space, action_space: gym.Space,
                  generator: torch.Generator | None = None, num_particles: int | None = None) -> EnsemblePolicy:
-    """The policy ensemble of ``cfg``'s method (layer family and its options); ``num_particles``
-    defaults to ``cfg.particles``."""
+    """The policy ensemble of ``cfg``'s method (layer family and its ``layer`` settings, the
+    ``policy`` section and its head's own settings); ``num_particles`` defaults to ``cfg.particles``."""
     method = METHODS.get(cfg.algo.partition("-")[0])
+    policy = cfg.policy
     return EnsemblePolicy(
-        num_particles or cfg.particles, observation_space, action_space, cfg.policy.hidden,
-        activation=cfg.policy.activation, layer=method.layer, layer_options=dict(cfg.layer),
-        output_gain=cfg.policy.output_gain, init=cfg.policy.init, normalize_obs=cfg.policy.normalize_obs,
-        head_options=dict(cfg.policy),
+        num_particles or cfg.particles, observation_space, action_space, policy.hidden,
+        activation=policy.activation, layer=method.layer, layer_options=settings_values(cfg.layer),
+        output_gain=policy.output_gain, init=policy.init, normalize_obs=policy.normalize_obs,
+        head_options=settings_values(policy, head_for(action_space).Settings),
         generator=generator,
     )
 
@@ -53,7 +55,7 @@ def _stack_particles(batched: torch.nn.Module, parts: list[torch.nn.Module]) -> 
     batched.load_state_dict(module_join(batched, [part.state_dict() for part in parts]))
 
 
-def prior_weight(cfg: Any) -> float:
+def prior_weight(cfg: RLConfig) -> float:
     """w of the log target J / α + w log p(θ): ``prior.weight``, default 1 / (α · batch_size)."""
     return cfg.prior.weight if cfg.prior.weight is not None else 1.0 / (cfg.temperature * cfg.rollout.batch_size)
 
@@ -74,7 +76,7 @@ class SVPGAgent:
     :param draws: the iteration's random numbers (the job's; default: a new one for ``seeds``).
     """
 
-    def __init__(self, cfg: Any, observation_space: gym.Space, action_space: gym.Space,
+    def __init__(self, cfg: RLConfig, observation_space: gym.Space, action_space: gym.Space,
                  seeds: list[int] | None = None, *, uses_critic: bool = False, max_grad_norm: float | None = None,
                  draws: Draws | None = None):
         self.cfg = cfg
@@ -88,9 +90,8 @@ class SVPGAgent:
             self.policy = build_policy(cfg, observation_space, action_space, torch.Generator(), G * M)
             _stack_particles(self.policy, [build_policy(cfg, observation_space, action_space, g) for g in inits])
         self.policy.to(self.device)
-        prior_options = {k: v for k, v in cfg.prior.items() if k not in ("name", "weight")}
         groups = {name: g.shape[1] for name, g in self.policy.net.prior_groups().items()}
-        self.prior = make_prior(cfg.prior.name, groups, G * M, **prior_options).to(self.device)
+        self.prior = make_prior(cfg.prior.name, groups, G * M, settings=cfg.prior).to(self.device)
         self.finite = FiniteFlags()  #: this iteration's finiteness, checked by the job (no sync here)
         #: every random number of an iteration (rl/draws.py): the rollout's here, the update's in ``learn``
         self.draws = Draws(self.seeds, self.device) if draws is None else draws
@@ -121,8 +122,8 @@ class SVPGAgent:
 
     def _build_critic(self, generator: torch.Generator, num_particles: int) -> Critic:
         cfg, policy = self.cfg, self.policy
-        options = {k: v for k, v in cfg.critic.items() if k != "name"}
         cls = CRITICS.get(cfg.critic.name)
+        options = settings_values(cfg.critic, cls.Settings)
         if issubclass(cls, LinearBaseline):
             return cls(num_particles, policy.obs_dim, **options)
         return cls(num_particles, policy.obs_dim, policy.obs_norm, cfg.policy.activation, generator, **options)

@@ -4,7 +4,7 @@ several seeds needs of them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gymnasium
 import torch
@@ -12,24 +12,27 @@ import torch
 from steinrl import envs
 from steinrl.errors import ConfigError
 
+if TYPE_CHECKING:
+    from steinrl.rl.settings import RLConfig
+
 __all__ = ["check_seeds", "env_backend", "make_envs"]
 
 
-def make_envs(cfg: Any) -> gymnasium.vector.VectorEnv:
+def make_envs(cfg: RLConfig) -> gymnasium.vector.VectorEnv:
     """All ``M * E`` envs of a run as one vector env."""
     mode = None if envs.is_steinrl_env(cfg.env) else cfg.rollout.vectorization
     return envs.make_vec(cfg.env, cfg.particles * cfg.rollout.envs_per_particle, vectorization_mode=mode,
                          max_episode_steps=cfg.rollout.horizon)
 
 
-def env_backend(cfg: Any, seeds: int = 1) -> str:
+def env_backend(cfg: RLConfig, seeds: int = 1) -> str:
     """``numpy`` or ``torch``: the rollout backend ``cfg.rollout.env_backend`` resolves to
     (several seeds in one batch need the torch twins: each seed group resets from its own
     generator)."""
     from steinrl.envs.torch_tasks import TORCH_TASKS
     from steinrl.envs.warp_mujoco import warp_backend
 
-    if warp_backend(cfg):  # a MuJoCo task on MuJoCo Warp: a device task, on any device
+    if warp_backend(cfg.env, cfg.device, cfg.rollout):  # a MuJoCo task on MuJoCo Warp: a device task, on any device
         return "torch"
     has_twin = envs.is_steinrl_env(cfg.env) and next(
         (s for s, i in envs.SHORT_NAMES.items() if cfg.env in (s, i)), cfg.env) in TORCH_TASKS
@@ -45,7 +48,7 @@ def env_backend(cfg: Any, seeds: int = 1) -> str:
     return backend
 
 
-def check_seeds(cfg: Any, seeds: list[int] | None) -> list[int]:
+def check_seeds(cfg: RLConfig, seeds: list[int] | None) -> list[int]:
     """The seeds of a run (``[cfg.seed]`` by default), checked for what a batch of several allows."""
     if seeds is None:
         return [cfg.seed]

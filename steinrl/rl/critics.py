@@ -14,84 +14,83 @@ A critic is plain regression, not part of θ and not moved by SVGD. Interface:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from functools import cache, partial
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+from functools import partial
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from steinrl.core.ensemble import INITS, EnsembleMLP
-from steinrl.core.finite import FiniteFlags
 from steinrl.core.optim import adam, gradient_step
-from steinrl.registry import Option, Registry, at_least_one, positive, step_size
-from steinrl.rl.draws import Draws
+from steinrl.registry import Option, Registry, at_least_one, positive, setting, settings_options, step_size
 from steinrl.rl.policy import ObsNormalizer
 from steinrl.rl.rollout import Batch
 from steinrl.rl.samples import Samples
 from steinrl.rl.value_regression import ValueRegression
 
-__all__ = ["Critic", "ValueEnsemble", "LinearBaseline", "CRITICS", "CriticFit", "fit_beside"]
+__all__ = ["CriticSettings", "ValueEnsembleSettings", "LinearBaselineSettings", "Critic", "ValueEnsemble",
+           "LinearBaseline", "CRITICS"]
 
 
 
-@cache
-def _overlap_pool() -> ThreadPoolExecutor:
-    """The one worker thread that runs critics' regressions beside the policy updates (``critic.overlap``)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="steinrl-critic")
+@dataclass(frozen=True)
+class CriticSettings:
+    """A critic's own options in the ``critic`` config section (none: the base)."""
 
 
-class CriticFit:
-    """A critic's own regression on an update's samples, beside the policy's particle steps
-    (:func:`fit_beside`): with ``critic.overlap`` it runs on a second thread from the start,
-    else in :meth:`result`, after the steps. Either way it touches only the critic's own
-    parameters and optimizer (the same numbers).
+@dataclass(frozen=True)
+class ValueEnsembleSettings(CriticSettings):
+    """The ``mlp`` critic's options."""
 
-    :param critic: the critic (not joint).
-    :param call: the prepared fit (:meth:`Critic.prepare_fit`), returning the value loss ``(M,)``.
-    :param finite: flags the value loss's finiteness per particle (optional).
-    """
+    hidden: list[int] = setting([32, 32], "Hidden layer sizes of each particle's value MLP.", kind=list[int],
+                                check=at_least_one)
+    lr: float = setting(3e-3, "Adam step size of the value networks.", check=step_size)
+    steps: int = setting(10, "Value-regression steps per iteration (not joint).", check=at_least_one)
+    minibatch: int = setting(1024, "Samples per particle in each value-regression step (not joint).",
+                             check=at_least_one)
+    init: str = setting("glorot", "Weight init of the value MLPs (orthogonal: gain sqrt 2 hidden, 1 output, bias 0, "
+                        "PPO's; torch: nn.Linear's default, SB3's with ortho_init false).", choices=INITS)
+    joint: bool = setting(
+        False, "Fit in the policy's update steps: each particle step (every PPO minibatch) also takes an Adam step on "
+        "the value loss of its samples, V unstandardised (SB3's, CleanRL's PPO); false: steps regression steps of its "
+        "own after the policy update.")
+    vf_coef: float = setting(0.5, "joint: weight of the value loss in the gradient whose norm estimator.max_grad_norm "
+                             "clips per particle (SB3's vf_coef; no other effect under Adam).", check=positive)
+    clip_range_vf: float | None = setting(
+        None, "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
+        "the units of the (scaled) returns); null: no value clipping.", kind=(float, None), check=positive)
+    eps: float | None = setting(None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO uses "
+                                "1e-5).", kind=(float, None), check=positive)
+    overlap: bool = setting(
+        False, "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
+        "numbers: each touches only its own parameters); pays where two cores are free to the run. Set aside when an "
+        "iteration is one CUDA graph (a capture records its own thread only).")
 
-    def __init__(self, critic: Critic, call: Callable[[], Tensor], finite: FiniteFlags | None = None) -> None:
-        self.critic, self.call, self.finite = critic, call, finite
-        self.future: Future | None = _overlap_pool().submit(call) if critic.overlap else None
-        critic.pending = self.future
 
-    def result(self) -> Tensor:
-        """The fit done (waited for, or run now): each particle's value loss ``(M,)``."""
-        value_loss = self.call() if self.future is None else self.future.result()
-        self.critic.pending = None
-        if self.finite is not None:
-            self.finite.add("value loss", value_loss)
-        return value_loss
+@dataclass(frozen=True)
+class LinearBaselineSettings(CriticSettings):
+    """The ``linear`` critic's options."""
 
-
-def fit_beside(critic: Critic, samples: Samples, draws: Draws, finite: FiniteFlags | None = None) -> CriticFit:
-    """The critic's own regression on ``samples``, started beside the policy's steps (:class:`CriticFit`).
-
-    What reads state the steps share (the observation normaliser, which they may bypass) is done
-    now (:meth:`Critic.prepare_fit`); the fit's random regression columns, where the critic
-    samples them, come through ``draws`` (``"critic_columns"``, each seed's ``critic`` stream)."""
-    n = samples.mask.shape[1]
-    columns = None
-    if critic.samples_columns(n):
-        columns = draws("critic_columns",
-                        lambda iteration: critic.draw_columns(n, draws.generators("critic", iteration)))
-    critic.settle()
-    return CriticFit(critic, critic.prepare_fit(samples, columns), finite)
+    reg: float = setting(1e-5, "Ridge coefficient of the least-squares fit (rllab: 1e-5).", check=positive)
 
 
 class Critic(nn.Module):
     """Base class: per-particle state values.
 
     ``fit_target`` says what the estimator should regress it on: ``"lambda_returns"``
-    (GAE's λ-returns) or ``"returns"`` (discounted returns-to-go).
+    (GAE's λ-returns) or ``"returns"`` (discounted returns-to-go). ``Settings``: its options in
+    the ``critic`` config section (a frozen dataclass; ``options`` is derived from it).
     """
 
-    options: tuple[Option, ...] = ()
+    Settings: ClassVar[type] = CriticSettings
+    options: ClassVar[tuple[Option, ...]] = ()
     fit_target = "lambda_returns"
     optimizer: torch.optim.Optimizer | None = None  #: its fit's optimizer, if it has one
     joint = False  #: fitted in the policy's particle steps (its value loss alongside J), not by a fit of its own
-    overlap = False  #: its own fit runs on a second thread beside the policy's steps (:func:`fit_beside`)
+    #: its own fit runs on a second thread beside the policy's steps (:func:`steinrl.rl.critic_fit.fit_beside`)
+    overlap = False
     pending: Future | None = None  #: a fit still running on that thread
 
     def settle(self) -> None:
@@ -170,31 +169,8 @@ class ValueEnsemble(Critic):
     :param hidden, lr, steps, minibatch, init, joint, vf_coef, clip_range_vf, eps: the declared options.
     """
 
-    options = (
-        Option("hidden", list[int], [32, 32], "Hidden layer sizes of each particle's value MLP.", check=at_least_one),
-        Option("lr", float, 3e-3, "Adam step size of the value networks.", check=step_size),
-        Option("steps", int, 10, "Value-regression steps per iteration (not joint).", check=at_least_one),
-        Option("minibatch", int, 1024, "Samples per particle in each value-regression step (not joint).",
-               check=at_least_one),
-        Option("init", str, "glorot", "Weight init of the value MLPs (orthogonal: gain sqrt 2 hidden, 1 output, "
-               "bias 0, PPO's; torch: nn.Linear's default, SB3's with ortho_init false).", choices=INITS),
-        Option("joint", bool, False,
-               "Fit in the policy's update steps: each particle step (every PPO minibatch) also takes an Adam step "
-               "on the value loss of its samples, V unstandardised (SB3's, CleanRL's PPO); false: steps regression "
-               "steps of its own after the policy update."),
-        Option("vf_coef", float, 0.5, "joint: weight of the value loss in the gradient whose norm "
-               "estimator.max_grad_norm clips per particle (SB3's vf_coef; no other effect under Adam).",
-               check=positive),
-        Option("clip_range_vf", (float, None), None,
-               "joint: clip V(s) to within this of its value at the rollout in the value loss (SB3's clip_range_vf, in "
-               "the units of the (scaled) returns); null: no value clipping.", check=positive),
-        Option("eps", (float, None), None, "Adam's epsilon for the value networks (null: torch's 1e-8; SB3's PPO "
-               "uses 1e-5).", check=positive),
-        Option("overlap", bool, False,
-               "Not joint, on CPU: run the regression steps on a second thread while the policy updates (the same "
-               "numbers: each touches only its own parameters); pays where two cores are free to the run. Set aside "
-               "when an iteration is one CUDA graph (a capture records its own thread only)."),
-    )
+    Settings = ValueEnsembleSettings
+    options = settings_options(Settings)
 
     def __init__(self, num_particles: int, obs_dim: int, obs_norm: ObsNormalizer, activation: str = "tanh",
                  generator: torch.Generator | None = None, hidden: Sequence[int] = (32, 32), lr: float = 3e-3,
@@ -333,8 +309,8 @@ class LinearBaseline(Critic):
     :param reg: ridge coefficient (multiplied by 10, up to 5 times, if the solve is not finite).
     """
 
-    options = (Option("reg", float, 1e-5, "Ridge coefficient of the least-squares fit (rllab: 1e-5).",
-                      check=positive),)
+    Settings = LinearBaselineSettings
+    options = settings_options(Settings)
     fit_target = "returns"
 
     def __init__(self, num_particles: int, obs_dim: int, reg: float = 1e-5):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ from steinrl.errors import ConfigError
 from steinrl.rl.policy import EnsemblePolicy
 from steinrl.rl.rollout import Sampler
 from steinrl.rl.tasks import HostTask
+
+if TYPE_CHECKING:
+    from steinrl.rl.settings import RLConfig
 
 ACT_MODES = ("particle", "sample", "mean")
 
@@ -87,7 +90,7 @@ class EnsembleActor:
         return head.sample(out, noise, scale)
 
 
-def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
+def run_episodes(cfg: RLConfig, policy: EnsemblePolicy, episodes: int, *, mode: str = "per-particle",
                  deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
     """Run ``episodes`` whole episodes per particle (``per-particle``) or for the ensemble.
 
@@ -120,7 +123,7 @@ def run_episodes(cfg: Any, policy: EnsemblePolicy, episodes: int, *, mode: str =
         return {"returns": returns[0].tolist(), "lengths": lengths[0].tolist()}
 
 
-def evaluate(cfg: Any, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
+def evaluate(cfg: RLConfig, policy: EnsemblePolicy, episodes: int = 10, *, deterministic: bool = True,
              seed: int = 0) -> dict[str, Any]:
     """Scores of every particle and of the ensemble (sampled particle, mean action).
 
@@ -161,7 +164,7 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _video_env(cfg: Any, seed: int) -> tuple[Any, Any, np.ndarray]:
+def _video_env(cfg: RLConfig, seed: int) -> tuple[Any, Any, np.ndarray]:
     """The env of a video reset with ``seed``, its first observation and first frame
     (``(H, W, 3)`` uint8). A MuJoCo task without a display renders through EGL or OSMesa,
     whichever is installed (:func:`steinrl.envs.rendering.use_headless_gl`), from its model's
@@ -199,14 +202,14 @@ def _video_env(cfg: Any, seed: int) -> tuple[Any, Any, np.ndarray]:
     return env, obs, frame
 
 
-def check_video(cfg: Any) -> None:
+def check_video(cfg: RLConfig) -> None:
     """Render one frame of ``cfg.env`` as :func:`record_video` would (a failing renderer stops
     here, before anything is written). :raises ConfigError: as :func:`record_video`."""
     env, _, _ = _video_env(cfg, 0)
     env.close()
 
 
-def record_video(cfg: Any, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
+def record_video(cfg: RLConfig, policy: EnsemblePolicy, out: str | Path, *, mode: str = "best",
                  particle: int = 0, seed: int = 0, fps: int | None = None) -> int:
     """Record one deterministic episode to ``out`` (.gif via Pillow; .mp4 via imageio[ffmpeg]).
     A MuJoCo task without a display renders through EGL or OSMesa (see :func:`_video_env`).

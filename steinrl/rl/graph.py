@@ -13,13 +13,16 @@ eager iterations when a capture fails.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from steinrl.rl.draws import Draws
+
+if TYPE_CHECKING:
+    from steinrl.rl.settings import RLConfig
 
 __all__ = ["IterationGraph", "capturable", "graph_mode", "graph_blockers", "persistent_tensors"]
 
@@ -100,8 +103,9 @@ class IterationGraph:
         return output
 
 
-def graph_blockers(cfg: Any, backend: str) -> list[str]:
-    """Why ``cfg`` cannot run its iterations as a CUDA graph (empty: it can)."""
+def graph_blockers(cfg: RLConfig, backend: str, host_reads: Sequence[str] = ()) -> list[str]:
+    """Why ``cfg`` cannot run its iterations as a CUDA graph (empty: it can); ``host_reads``: why
+    its estimator reads the host within an iteration (:meth:`~steinrl.rl.estimators.Estimator.host_reads`)."""
     reasons = []
     if torch.device(cfg.device).type != "cuda":
         reasons.append(f"device {cfg.device} is not CUDA")
@@ -111,18 +115,16 @@ def graph_blockers(cfg: Any, backend: str) -> list[str]:
         reasons.append("whole-episode sampling asks the host when every env has ended (continuing or cut can)")
     if cfg.rollout.compile:
         reasons.append("rollout.compile compiles the rollout step instead")
-    if cfg.get("critic", {}).get("name", "mlp") != "mlp":
+    if "critic" in cfg and cfg.critic.name != "mlp":
         reasons.append("the linear critic's solve retries on the host")
     if cfg.update.optimizer != "adam":
         reasons.append(f"update.optimizer {cfg.update.optimizer} (capture needs Adam's capturable step)")
     if cfg.update.proximal_weight or cfg.update.lr_halving_every:
         reasons.append("the proximal term and lr halving are not graph-safe yet")
-    if cfg.estimator.get("target_kl") is not None:
-        reasons.append("estimator.target_kl reads the KL back to the host at every step")
-    return reasons
+    return reasons + list(host_reads)
 
 
-def graph_mode(cfg: Any, backend: str) -> bool:
+def graph_mode(cfg: RLConfig, backend: str, host_reads: Sequence[str] = ()) -> bool:
     """``run.cuda_graph`` resolved: ``off`` never, ``auto`` where :func:`graph_blockers` finds nothing,
     ``on`` there or a :class:`~steinrl.errors.ConfigError` naming the blockers (before anything is written)."""
     from steinrl.errors import ConfigError
@@ -130,7 +132,7 @@ def graph_mode(cfg: Any, backend: str) -> bool:
     mode = cfg.run.cuda_graph
     if mode == "off":
         return False
-    blockers = graph_blockers(cfg, backend)
+    blockers = graph_blockers(cfg, backend, host_reads)
     if mode == "on" and blockers:
         raise ConfigError(f"run.cuda_graph on cannot capture this run: {'; '.join(blockers)} (auto captures where "
                           "it can)")

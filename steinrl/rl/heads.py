@@ -17,7 +17,8 @@ torch tensors and on numpy arrays alike (the CPU rollout acts in numpy).
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -25,23 +26,49 @@ import torch
 from torch import Tensor, nn
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, Registry
+from steinrl.registry import Option, Registry, setting, settings_options
 
-__all__ = ["PolicyHead", "GaussianHead", "CategoricalHead", "HEADS", "head_for"]
+__all__ = ["HeadSettings", "GaussianHeadSettings", "PolicyHead", "GaussianHead", "CategoricalHead", "HEADS",
+           "head_for"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 Array = Any  # a torch Tensor or a numpy array
 
 
+@dataclass(frozen=True)
+class HeadSettings:
+    """A head's own options in the ``policy`` config section (none: the base)."""
+
+
+@dataclass(frozen=True)
+class GaussianHeadSettings(HeadSettings):
+    """The Gaussian head's options (Box actions)."""
+
+    log_std_init: float = setting(0.0, "Initial log standard deviation of the Gaussian policy (Box actions).")
+    log_std_in_kernel: bool = setting(
+        False, "Box actions: move the log-std with the weights by SVGD (the SVPG code); by default each particle's "
+        "log-std follows its own policy gradient (a separate Adam), since the repulsive term drives in-kernel "
+        "log-stds apart without bound.")
+    log_std_min: float | None = setting(
+        None, "Box actions: a floor on the log standard deviation, log_std.clamp(min=log_std_min) wherever the policy "
+        "uses it (sampling, log-probabilities, entropy, the function-space kernel, evaluation); a log-std below it "
+        "gets no gradient (a plain clamp) and acts at the floor; must be <= log_std_init; null: no floor.",
+        kind=(float, None))
+
+
 class PolicyHead(nn.Module):
     """Base class of action distributions over ``(M, B, out_dim)`` network outputs.
+
+    ``Settings``: the head's own options in the ``policy`` config section (a frozen dataclass of
+    :func:`~steinrl.registry.setting` s, each an ``__init__`` keyword; ``options`` is derived).
 
     :param num_particles: M.
     :param action_space: the single-env action space (see :meth:`supports`).
     """
 
-    options: tuple[Option, ...] = ()
+    Settings: ClassVar[type] = HeadSettings
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, num_particles: int, action_space: gym.Space) -> None:
         super().__init__()
@@ -112,18 +139,8 @@ class GaussianHead(PolicyHead):
     it), so a run resumed without the floor acts with its raw value.
     """
 
-    options = (
-        Option("log_std_init", float, 0.0, "Initial log standard deviation of the Gaussian policy (Box actions)."),
-        Option("log_std_in_kernel", bool, False,
-               "Box actions: move the log-std with the weights by SVGD (the SVPG code); by default each particle's "
-               "log-std follows its own policy gradient (a separate Adam), since the repulsive term drives in-kernel "
-               "log-stds apart without bound."),
-        Option("log_std_min", (float, None), None,
-               "Box actions: a floor on the log standard deviation, log_std.clamp(min=log_std_min) wherever the "
-               "policy uses it (sampling, log-probabilities, entropy, the function-space kernel, evaluation); a "
-               "log-std below it gets no gradient (a plain clamp) and acts at the floor; must be <= log_std_init; "
-               "null: no floor."),
-    )
+    Settings = GaussianHeadSettings
+    options = settings_options(Settings)
 
     def __init__(self, num_particles: int, action_space: gym.Space, log_std_init: float = 0.0,
                  log_std_in_kernel: bool = False, log_std_min: float | None = None) -> None:

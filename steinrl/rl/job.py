@@ -8,10 +8,9 @@ collect a batch with every particle, update, and return the iteration's scalars
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +22,21 @@ from steinrl.core.couplings import COUPLINGS, check_embedding_states
 from steinrl.core.finite import FiniteFlags
 from steinrl.core.layers import LAYERS
 from steinrl.core.methods import METHODS
-from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS, halved_lr, set_lr
+from steinrl.core.particle_optimizer import OPTIMIZER_OPTIONS, OptimizerSettings, halved_lr, set_lr
 from steinrl.core.priors import PRIORS
-from steinrl.job import headline_summary
-from steinrl.registry import Option, at_least_one, non_negative, options_of, positive
+from steinrl.job import Chosen, headline_summary
+from steinrl.registry import Option, compose, options_of, settings_options
 from steinrl.rl.agent import SVPGAgent
 from steinrl.rl.backend import check_seeds, env_backend, make_envs
-from steinrl.rl.critics import CRITICS
+from steinrl.rl.critics import CRITICS, ValueEnsembleSettings
 from steinrl.rl.diagnostics import METRIC_LABELS, UpdateStats, episode_scalars, pack, to_host, unpack
 from steinrl.rl.draws import Draws
 from steinrl.rl.estimators import ESTIMATORS
 from steinrl.rl.graph import IterationGraph, graph_mode
 from steinrl.rl.heads import HEADS
-from steinrl.rl.policy import POLICY_OPTIONS
-from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, Sampler
+from steinrl.rl.policy import POLICY_OPTIONS, EnsemblePolicy, PolicySettings
+from steinrl.rl.rollout import ROLLOUT_OPTIONS, Batch, RolloutSettings, Sampler
+from steinrl.rl.settings import RL_LAYER_DEFAULTS, RL_OPTIONS, CriticChoice, PriorChoice, PriorWeight, RLConfig
 from steinrl.rl.tasks import DeviceTask, HostTask
 
 __all__ = ["PolicyGradientJob", "RolloutHooks", "check_seeds", "env_backend", "episode_scalars", "make_envs", "to_host"]
@@ -65,25 +65,7 @@ class PolicyGradientJob:
     x_metric = None  #: curves are drawn against the iteration
     metric_labels = METRIC_LABELS  #: its scalars in words, for figure axes
     #: Top-level options of RL runs (besides the Trainer's own).
-    options: tuple[Option, ...] = (
-        Option("iterations", int, 1000, "Number of iterations (total, also when resuming); ignored when total_steps "
-               "is set.", check=at_least_one),
-        Option("total_steps", (int, None), None, "Stop once the run has taken this many env steps, all particles "
-               "together (SB3's total_timesteps; the iteration that crosses it is completed); null: iterations "
-               "decide.", check=at_least_one),
-        Option("max_seconds", (float, None), None, "Stop after the iteration that takes the run's training time "
-               "(summed over resumes) past this many seconds; null: no limit.", check=positive),
-        # α = 10, the papers'; the swing-up tasks' configs set 15, measured best there
-        # (research/results/temperature.md).
-        Option("temperature", float, 10.0, "The temperature α: the target is exp(J / α) p(θ).",
-               check=positive),
-    )
-
-    #: Layer defaults of the RL algorithms of a method, over the method's own (the paper's),
-    #: each set by a measurement (research/results/swingup_10seeds.md); ``--preset paper`` restores the paper's.
-    #: s2vgd: Λ fixed at 1, since the paper's prior shrinks a learned Λ and fails the swing-up
-    #: (research/results/swingup_10seeds.md#defaults-that-followed).
-    rl_layer_defaults: dict[str, dict[str, Any]] = {"s2vgd": {"scales": False}}
+    options: tuple[Option, ...] = RL_OPTIONS
 
     @staticmethod
     def algorithm_names() -> list[str]:
@@ -100,32 +82,27 @@ class PolicyGradientJob:
         return headline_summary(rows, cls.headline_metric, cls.headline_mode)
 
     @classmethod
-    def sections(cls, method: str, estimator: str, chosen: dict[str, str]) -> dict[str, tuple[Option, ...]]:
-        """The config sections of ``<method>-<estimator>``.
+    def sections(cls, method: str, estimator: str, chosen: Chosen) -> dict[str, type]:
+        """The typed config sections of ``<method>-<estimator>``: section -> settings class, each
+        composed of the settings of the parts the algorithm picks (:mod:`steinrl.rl.settings`).
 
         :param chosen: the part names picked inside the config (``prior``, ``critic``).
         """
-        m = METHODS.get(method)
-        est = ESTIMATORS.get(estimator)
-        layer_defaults = {**m.layer_defaults, **cls.rl_layer_defaults.get(method, {})}
-        layer_options = tuple(dataclasses.replace(o, default=layer_defaults.get(o.name, o.default))
-                              for o in options_of(LAYERS.get(m.layer)))
-        prior_name = chosen.get("prior", "gaussian")
-        sections = {
-            "rollout": ROLLOUT_OPTIONS,
-            "policy": POLICY_OPTIONS + tuple(o for _, head in HEADS.items() for o in options_of(head)),
-            "layer": layer_options,
-            "prior": (Option("name", str, "gaussian", "Prior on the weight groups.", choices=PRIORS.names),
-                      *options_of(PRIORS.get(prior_name)),
-                      Option("weight", (float, None), None,
-                             "Weight w of log p(θ) in the target J / α + w log p (α: the temperature); null: 1 / (α * "
-                             "batch_size), one step's worth of tempered likelihood.", check=non_negative)),
-            "update": OPTIMIZER_OPTIONS + options_of(COUPLINGS.get(m.coupling)),
-            "estimator": options_of(est),
+        m, est = METHODS.get(method), ESTIMATORS.get(estimator)
+        layer = LAYERS.get(m.layer).Settings
+        layer_defaults = {**m.layer_defaults, **RL_LAYER_DEFAULTS.get(method, {})}
+        prior = PRIORS.get(chosen.prior or PriorChoice().name).Settings
+        sections: dict[str, type] = {
+            "rollout": RolloutSettings,
+            "policy": compose("PolicySection", PolicySettings, *(head.Settings for _, head in HEADS.items())),
+            "layer": compose(layer.__name__, layer, defaults=layer_defaults) if layer_defaults else layer,
+            "prior": compose("PriorSection", PriorChoice, prior, PriorWeight),
+            "update": compose("UpdateSection", OptimizerSettings, COUPLINGS.get(m.coupling).Settings),
+            "estimator": est.Settings,
         }
         if est.uses_critic:
-            sections["critic"] = (Option("name", str, "mlp", "The critic of a2c / ppo.", choices=CRITICS.names),
-                                  *options_of(CRITICS.get(chosen.get("critic", "mlp"))))
+            critic = CRITICS.get(chosen.critic or CriticChoice().name).Settings
+            sections["critic"] = compose("CriticSection", CriticChoice, critic)
         return sections
 
     @classmethod
@@ -136,13 +113,13 @@ class PolicyGradientJob:
         used = {m.layer: [n for n, mm in METHODS.items() if mm.layer == m.layer] for _, m in METHODS.items()}
         rows += [("layer", f"{name} (methods {', '.join(used.get(name, []))})", options_of(layer))
                  for name, layer in LAYERS.items()]
-        sample = cls.sections(METHODS.names()[0], "a2c", {})
-        rows += [("prior", "every prior", tuple(o for o in sample["prior"] if o.name in ("name", "weight")))]
+        rows += [("prior", "every prior", settings_options(PriorChoice) + settings_options(PriorWeight))]
         rows += [("prior", name, options_of(prior)) for name, prior in PRIORS.items()]
         rows += [("update", "every method (the particle optimizer)", OPTIMIZER_OPTIONS)]
-        rows += [("update", name, options_of(update)) for name, update in COUPLINGS.items() if options_of(update)]
+        rows += [("update", name, options_of(coupling)) for name, coupling in COUPLINGS.items()
+                 if options_of(coupling)]
         rows += [("estimator", name, options_of(est)) for name, est in ESTIMATORS.items()]
-        rows += [("critic", "every critic", sample["critic"][:1])]
+        rows += [("critic", "every critic", settings_options(CriticChoice))]
         rows += [("critic", name, options_of(critic)) for name, critic in CRITICS.items()]
         return rows
 
@@ -156,15 +133,14 @@ class PolicyGradientJob:
     check_env = staticmethod(envs.resolve_env_id)
 
     @staticmethod
-    def check_config(values: Mapping[str, Mapping[str, Any]]) -> None:
+    def check_config(cfg: RLConfig) -> None:
         """The embedding (a function-space kernel's, a spread controller's) draws its B shared states
         from one iteration's batch of a seed: B <= particles x ``rollout.batch_size``."""
-        held = values[""]["particles"] * values["rollout"]["batch_size"]
-        check_embedding_states(values.get("update", {}), held,
-                               f"a seed's batch holds (particles x rollout.batch_size = {held})")
+        held = cfg.particles * cfg.rollout.batch_size
+        check_embedding_states(cfg.update, held, f"a seed's batch holds (particles x rollout.batch_size = {held})")
 
     @classmethod
-    def load_policy(cls, cfg: Any, job_state: dict[str, Any], device: str) -> Any:
+    def load_policy(cls, cfg: RLConfig, job_state: dict[str, Any], device: str) -> EnsemblePolicy:
         """The policy ensemble (M particles, in eval mode, on ``device``) held by ``job_state``,
         a checkpoint's ``job`` entry (:meth:`state_dict`). A state that does not hold this
         config's policy raises KeyError, TypeError or RuntimeError (the caller names the file)."""
@@ -179,7 +155,7 @@ class PolicyGradientJob:
         return policy.eval()
 
     @staticmethod
-    def batch_config(cfg: Any, seeds: list[int]) -> Any:
+    def batch_config(cfg: RLConfig, seeds: list[int]) -> RLConfig:
         """The config of a batch of several seeds: the torch backend it needs, pinned (so a
         seed's run directory resumes alone on the same envs)."""
         check_seeds(cfg, seeds)
@@ -187,7 +163,7 @@ class PolicyGradientJob:
         return cfg.replace({"rollout.env_backend": "torch"})
 
     @staticmethod
-    def batch_note(cfg: Any, seeds: list[int]) -> str:
+    def batch_note(cfg: RLConfig, seeds: list[int]) -> str:
         """Whose runs a batch's seeds are, to float rounding (``tests/test_seeds.py``)."""
         alone = env_backend(cfg, 1)
         who = "`--seed S` alone" if alone == "torch" else ("`--seed S --set rollout.env_backend=torch` alone, not of "
@@ -195,17 +171,18 @@ class PolicyGradientJob:
         return (f"note: the batch steps the envs' torch twins (rollout.env_backend=torch, in each seed's config.yaml): "
                 f"seed S is the run of {who}, to float rounding only, which training amplifies over the iterations")
 
-    def __init__(self, cfg: Any, seeds: list[int] | None = None) -> None:
+    def __init__(self, cfg: RLConfig, seeds: list[int] | None = None) -> None:
         self.cfg = cfg
         self.seeds = check_seeds(cfg, seeds)
         S, M, E, horizon = len(self.seeds), cfg.particles, cfg.rollout.envs_per_particle, cfg.rollout.horizon
         backend = env_backend(cfg, S)
-        graphed = graph_mode(cfg, backend)  # a ConfigError before anything is built
+        est = ESTIMATORS.get(cfg.algo.split("-", 1)[1])
+        graphed = graph_mode(cfg, backend, est.host_reads(cfg.estimator))  # a ConfigError before anything is built
         if backend == "torch":
             from steinrl.envs.torch_tasks import make_torch_vec
             from steinrl.envs.warp_mujoco import make_warp_vec, warp_backend
 
-            make = make_warp_vec if warp_backend(cfg) else make_torch_vec
+            make = make_warp_vec if warp_backend(cfg.env, cfg.device, cfg.rollout) else make_torch_vec
             self.envs = make(cfg.env, S * M * E, device=cfg.device, max_episode_steps=horizon, groups=S)
             task: HostTask | DeviceTask = DeviceTask(self.envs)
             single = envs.make(cfg.env)
@@ -217,9 +194,8 @@ class PolicyGradientJob:
             spaces = self.envs.single_observation_space, self.envs.single_action_space
         self.task = task
         self.sampler = Sampler(task, S * M, E, horizon, compile=cfg.rollout.compile)
-        est = ESTIMATORS.get(cfg.algo.split("-", 1)[1])
         #: the estimator: its advantages and its update, :meth:`~steinrl.rl.estimators.Estimator.learn`
-        self.estimator = est(est.Settings(**cfg.estimator), groups=S, device=cfg.device)
+        self.estimator = est(cfg.estimator, groups=S, device=cfg.device)
         self.draws = Draws(self.seeds, cfg.device)  #: every random number of an iteration (rl/draws.py)
         self.agent = SVPGAgent(cfg, *spaces, seeds=self.seeds, uses_critic=est.uses_critic,
                                max_grad_norm=self.estimator.max_grad_norm, draws=self.draws)
@@ -271,14 +247,13 @@ class PolicyGradientJob:
         and ``critic.lr``, each times the estimator's
         :meth:`~steinrl.rl.estimators.Estimator.lr_fraction` (annealing over :meth:`progress`), and
         the repulsion controller's choice of the iteration (the bandit's λ)."""
-        cfg, optimizer, critic = self.cfg, self.agent.particle_optimizer, self.agent.critic
+        update, particles, critic = self.cfg.update, self.agent.particle_optimizer, self.agent.critic
         fraction = self.estimator.lr_fraction(self.progress(iteration))
-        if optimizer.coupling.repulsion is not None:
-            optimizer.coupling.repulsion.start(iteration, self.seeds)
-        optimizer.set_lr(halved_lr(cfg.update.lr, iteration, cfg.update.lr_halving_every, cfg.update.lr_halving_start)
-                         * fraction)
-        if critic is not None and critic.optimizer is not None:
-            set_lr(critic.optimizer, cfg.critic.lr * fraction)
+        if particles.coupling.repulsion is not None:
+            particles.coupling.repulsion.start(iteration, self.seeds)
+        particles.set_lr(halved_lr(update.lr, iteration, update.lr_halving_every, update.lr_halving_start) * fraction)
+        if critic is not None and critic.optimizer is not None and isinstance(self.cfg.critic, ValueEnsembleSettings):
+            set_lr(critic.optimizer, self.cfg.critic.lr * fraction)
 
     def learn(self, batch: Batch) -> UpdateStats:
         """The estimator's update on ``batch`` (the step sizes set before, :meth:`set_step_sizes`),

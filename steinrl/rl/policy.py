@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -23,30 +24,37 @@ from torch import Tensor, nn
 
 from steinrl.core.ensemble import ACTIVATIONS, INITS, Dense, EnsembleMLP, forward_prepared, mlp_forward, prepare_layers
 from steinrl.core.priors import Prior
-from steinrl.registry import Option, at_least_one
+from steinrl.registry import Option, at_least_one, setting, settings_options
 from steinrl.rl.heads import head_for
 from steinrl.rl.timeaxis import row
 
-__all__ = ["EnsemblePolicy", "ObsNormalizer", "POLICY_OPTIONS"]
+__all__ = ["EnsemblePolicy", "ObsNormalizer", "PolicySettings", "POLICY_OPTIONS"]
 
 
-#: The ``policy`` config section (the head's own options are added to it).
-POLICY_OPTIONS: tuple[Option, ...] = (
-    Option("hidden", list[int], [25, 10], "Hidden layer sizes of the policy MLP.", check=at_least_one),
-    Option("activation", str, "tanh", "Hidden activation of policy and value MLPs.",
-           choices=tuple(a for a in ACTIVATIONS if a != "identity")),
-    Option("output_gain", float, 1.0, "Init gain of the policy's output layer (1: Glorot, as the SVPG code)."),
-    Option("init", str, "glorot", "Weight init of the policy MLP: glorot (the SVPG code's), lecun, orthogonal "
-           "(gain sqrt 2 hidden, output_gain output, bias 0: PPO's, with output_gain 0.01), or torch (nn.Linear's "
-           "default, U(+-1/sqrt(in)) for W and b: SB3 with ortho_init false).", choices=INITS),
-    Option("normalize_obs", bool, False, "Normalise observations by a running mean / std (useful for MuJoCo)."),
-    Option("obs_stats_update", str, "after-update", "With normalize_obs, when a batch's observations enter the "
-           "running statistics: after-update (SB3's VecNormalize: the update sees the observations as the rollout "
-           "normalised them, so PPO's old log-probabilities are the sampling policy's) or before-update (the update "
-           "normalises with statistics that include its own batch; the first batch, acted on unnormalised "
-           "observations, can then lie tens of std from the policy and overflow PPO's ratio).",
-           choices=("after-update", "before-update")),
-)
+@dataclass(frozen=True)
+class PolicySettings:
+    """The ``policy`` config section's own options (every head's options join them: the section is
+    composed with the heads' settings, :mod:`steinrl.rl.heads`)."""
+
+    hidden: list[int] = setting([25, 10], "Hidden layer sizes of the policy MLP.", kind=list[int], check=at_least_one)
+    activation: str = setting("tanh", "Hidden activation of policy and value MLPs.",
+                              choices=tuple(a for a in ACTIVATIONS if a != "identity"))
+    output_gain: float = setting(1.0, "Init gain of the policy's output layer (1: Glorot, as the SVPG code).")
+    init: str = setting(
+        "glorot", "Weight init of the policy MLP: glorot (the SVPG code's), lecun, orthogonal (gain sqrt 2 hidden, "
+        "output_gain output, bias 0: PPO's, with output_gain 0.01), or torch (nn.Linear's default, U(+-1/sqrt(in)) "
+        "for W and b: SB3 with ortho_init false).", choices=INITS)
+    normalize_obs: bool = setting(False, "Normalise observations by a running mean / std (useful for MuJoCo).")
+    obs_stats_update: str = setting(
+        "after-update", "With normalize_obs, when a batch's observations enter the running statistics: after-update "
+        "(SB3's VecNormalize: the update sees the observations as the rollout normalised them, so PPO's old "
+        "log-probabilities are the sampling policy's) or before-update (the update normalises with statistics that "
+        "include its own batch; the first batch, acted on unnormalised observations, can then lie tens of std from "
+        "the policy and overflow PPO's ratio).", choices=("after-update", "before-update"))
+
+
+#: The options of :class:`PolicySettings`.
+POLICY_OPTIONS: tuple[Option, ...] = settings_options(PolicySettings)
 
 
 class ObsNormalizer(nn.Module):

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from steinrl.core.groups import rows
 from steinrl.errors import NonFiniteError
-from steinrl.registry import Option, at_least_one
+from steinrl.registry import Option, at_least_one, setting, settings_options
 from steinrl.rl.draws import Draws
 from steinrl.rl.episodes import Start, WholeEpisodeRule, bookkeeping, previous_done
 from steinrl.rl.tasks import NonFiniteAction, VectorTask
@@ -56,37 +56,43 @@ ActFn = Callable[[Any, int], Any]
 
 SAMPLING_MODES = ("whole_episodes", "continuing", "cut")
 
-#: The ``rollout`` config section.
-ROLLOUT_OPTIONS: tuple[Option, ...] = (
-    Option("batch_size", int, 5000, "Env steps per particle per iteration (at least; whole episodes are kept).",
-           check=at_least_one),
-    Option("envs_per_particle", int, 10, "Parallel envs per particle E; all M x E envs step together.",
-           check=at_least_one),
-    Option("horizon", int, 500, "Maximum episode length (time-limit truncation, not termination): 500 on "
-           "steinrl's tasks (the papers'), a Gymnasium id's own registered limit otherwise (Hopper-v5: 1000).",
-           check=at_least_one),
-    Option("sampling", str, "whole_episodes",
-           "whole_episodes: every episode runs to its end, new ones start while the particle's steps are below "
-           "batch_size (the papers'); continuing: every env takes ceil(batch_size / E) steps and episodes carry on "
-           "into the next iteration (SB3's; a2c bootstraps at the cut); cut: the same but fresh episodes every "
-           "iteration.", choices=SAMPLING_MODES),
-    Option("env_backend", str, "auto",
-           "numpy: our tasks as numpy vector envs on the host; torch: their torch twins on the training device, the "
-           "whole rollout there (steinrl's tasks, and the MuJoCo tasks with vectorization warp); auto: numpy on cpu, "
-           "torch on other devices where the task has a torch twin (vectorization warp: torch on any device).",
-           choices=("auto", "numpy", "torch")),
-    Option("compile", bool, False,
-           "torch backend: run each rollout step (policy forward, sampling, env step, autoreset, buffer writes) as "
-           "one torch.compile(fullgraph=True) graph (on CUDA in mode reduce-overhead: a CUDA graph). Off by "
-           "default: it does not pay on CPU, nor yet on a GPU (an H200: torch skips the CUDA graph because the step "
-           "writes its buffers in place; docs/gpu.md)."),
-    Option("vectorization", str, "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; "
-           "async: a process per env; envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; "
-           "warp: MuJoCo Warp, the MuJoCo tasks as torch tensors on the training device, the steinrl[gpu-mujoco] "
-           "extra (docs/gpu.md); auto: warp on a CUDA device where it is installed and runs the task, else envpool "
-           "where it is installed and runs the id, else sync). Our tasks always use their numpy vector env.",
-           choices=("auto", "sync", "async", "envpool", "warp")),
-)
+@dataclass(frozen=True)
+class RolloutSettings:
+    """The ``rollout`` config section: how a batch is collected."""
+
+    batch_size: int = setting(5000, "Env steps per particle per iteration (at least; whole episodes are kept).",
+                              check=at_least_one)
+    envs_per_particle: int = setting(10, "Parallel envs per particle E; all M x E envs step together.",
+                                     check=at_least_one)
+    horizon: int = setting(500, "Maximum episode length (time-limit truncation, not termination): 500 on steinrl's "
+                           "tasks (the papers'), a Gymnasium id's own registered limit otherwise (Hopper-v5: 1000).",
+                           check=at_least_one)
+    sampling: str = setting(
+        "whole_episodes", "whole_episodes: every episode runs to its end, new ones start while the particle's steps "
+        "are below batch_size (the papers'); continuing: every env takes ceil(batch_size / E) steps and episodes "
+        "carry on into the next iteration (SB3's; a2c bootstraps at the cut); cut: the same but fresh episodes every "
+        "iteration.", choices=SAMPLING_MODES)
+    env_backend: str = setting(
+        "auto", "numpy: our tasks as numpy vector envs on the host; torch: their torch twins on the training device, "
+        "the whole rollout there (steinrl's tasks, and the MuJoCo tasks with vectorization warp); auto: numpy on "
+        "cpu, torch on other devices where the task has a torch twin (vectorization warp: torch on any device).",
+        choices=("auto", "numpy", "torch"))
+    compile: bool = setting(
+        False, "torch backend: run each rollout step (policy forward, sampling, env step, autoreset, buffer writes) "
+        "as one torch.compile(fullgraph=True) graph (on CUDA in mode reduce-overhead: a CUDA graph). Off by default: "
+        "it does not pay on CPU, nor yet on a GPU (an H200: torch skips the CUDA graph because the step writes its "
+        "buffers in place; docs/gpu.md).")
+    vectorization: str = setting(
+        "auto", "How Gymnasium ids that are not ours are vectorised (sync: one process; async: a process per env; "
+        "envpool: EnvPool's C++ batched MuJoCo v5 tasks, the steinrl[envpool] extra; warp: MuJoCo Warp, the MuJoCo "
+        "tasks as torch tensors on the training device, the steinrl[gpu-mujoco] extra (docs/gpu.md); auto: warp on "
+        "a CUDA device where it is installed and runs the task, else envpool where it is installed and runs the id, "
+        "else sync). Our tasks always use their numpy vector env.",
+        choices=("auto", "sync", "async", "envpool", "warp"))
+
+
+#: The options of :class:`RolloutSettings`.
+ROLLOUT_OPTIONS: tuple[Option, ...] = settings_options(RolloutSettings)
 
 
 def compile_mode(device: torch.device | str) -> str | None:

@@ -35,25 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from steinrl.registry import Option, non_negative
 from steinrl.run.checkpoint import write_atomic
 
-__all__ = ["BEST_NAME", "BEST_JSON", "BEST_OPTIONS", "HELDOUT_SEED_OFFSET", "BestCheckpointCallback",
+__all__ = ["BEST_NAME", "BEST_JSON", "HELDOUT_SEED_OFFSET", "BestCheckpointCallback",
            "best_checkpoint_of", "heldout_score", "read_best"]
 
 BEST_NAME = "best.pt"
 BEST_JSON = "best.json"
 #: The held-out episodes' env seeds start at the run's seed plus this (``steinrl compare``'s held-out pick's).
 HELDOUT_SEED_OFFSET = 1000
-
-#: The ``run`` section's options of the best checkpoint (part of :data:`steinrl.run.config.RUN_OPTIONS`).
-BEST_OPTIONS: tuple[Option, ...] = (
-    Option("best_every", int, 25, "A held-out evaluation every this many iterations keeps the best policy in "
-           "best.pt (0: none). It costs about one iteration each (docs/usage.md#the-best-checkpoint).",
-           check=non_negative),
-    Option("best_episodes", int, 5, "Held-out episodes per particle of each best_every evaluation.",
-           check=lambda v: None if v >= 1 else "must be >= 1"),
-)
 
 
 @contextlib.contextmanager

@@ -2,10 +2,13 @@
 
 A config is nested: top-level keys (``algo``, ``env``, ``seed``, ``device``, ``iterations``,
 ``particles``, the job's own such as ``temperature``) and one section per part (``rollout``,
-``policy``, ``layer``, ``prior``, ``update``, ``estimator``, ``critic``, ``run``), whose options
-are read from the parts the algorithm picked (``s2vgd-a2c``: the householder layer's ``K``, the
-a2c estimator's ``gae_lambda``, ...): no hand-copied list to drift; ``docs/config.md`` is
-rendered from the same declarations (``python -m steinrl.run.docs``). Resolution order, later wins:
+``policy``, ``layer``, ``prior``, ``update``, ``estimator``, ``critic``, ``run``). Each section
+is a typed settings object, a frozen dataclass the job composes from the settings of the parts
+the algorithm picked (``s2vgd-a2c``'s ``layer``: the householder layer's, with ``K``; its
+``estimator``: a2c's, with ``gae_lambda``; :func:`section_types`): code reads ``cfg.update.lr``,
+a float. The options a section accepts are derived from the same dataclasses (:func:`schema`):
+no hand-copied list to drift; ``docs/config.md`` is rendered from them too (``python -m
+steinrl.run.docs``). Resolution order, later wins:
 
 1. every option's declared default, then the method's own defaults (``vmg``: K = 0); ``rollout.horizon``:
    the task's Gymnasium time limit (:func:`registered_horizon`: Hopper-v5 1000, steinrl's tasks 500);
@@ -18,14 +21,16 @@ Keys may be nested in YAML or dotted (``update.lr: 1e-3``); a bare key means the
 that has it, in the order of the schema (``batch_size`` -> ``rollout.batch_size``, ``lr`` ->
 ``update.lr``, ``hidden`` -> ``policy.hidden``: the critic's come last). Values are checked
 against the declared type (``1e-3`` a float, ``5e3`` an int where an int is declared) and range,
-then keys that bound each other by the job's ``check_config`` (``update.kernel``'s ``states`` within the
-batch); anything else raises :class:`~steinrl.errors.ConfigError` naming the key, where and what is valid.
+then the typed sections are built and keys that bound each other checked by the job's ``check_config``
+(``update.kernel``'s ``states`` within the batch); anything else raises
+:class:`~steinrl.errors.ConfigError` naming the key, where and what is valid. The files themselves
+(strict YAML, ``--set``, the shipped configs) are :mod:`steinrl.run.config_files`'.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import importlib.resources
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,15 +38,22 @@ from typing import Any
 import yaml
 
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, check_yaml_colons, coerce, non_negative, seed_range
-from steinrl.run.best import BEST_OPTIONS
+from steinrl.job import Chosen, Job, RunSettings
+from steinrl.registry import (
+    Option,
+    at_least_one,
+    check_yaml_colons,
+    coerce,
+    seed_range,
+    settings_options,
+    settings_values,
+)
+from steinrl.run.config_files import CONFIG_DIR, env_config_path, load_yaml, parse_set, presets, read_user_text
 from steinrl.run.legacy import check_moved, migrate_run_config
 
 __all__ = ["Config", "load_config", "resolve", "resolve_saved", "load_yaml", "parse_set", "save_config",
-           "read_run_config", "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema"]
-
-#: The repository's configs/ folder, installed as the package data ``steinrl.configs``.
-CONFIG_DIR = Path(str(importlib.resources.files("steinrl.configs")))
+           "read_run_config", "TRAINER_OPTIONS", "RUN_OPTIONS", "CONFIG_DIR", "schema", "section_types",
+           "env_config_path", "presets", "read_user_text"]
 
 #: Top-level options of every run (declared by the Trainer).
 TRAINER_OPTIONS: tuple[Option, ...] = (
@@ -52,35 +64,26 @@ TRAINER_OPTIONS: tuple[Option, ...] = (
     Option("particles", int, 16, "Number of particles M.", check=at_least_one),
 )
 
-#: The ``run`` section: bookkeeping of the command-line run loop, not of the algorithm.
-RUN_OPTIONS: tuple[Option, ...] = (
-    Option("logdir", str, "runs", "Root directory; a run lives in <logdir>/<env>/<algo>/<run_name>."),
-    Option("run_name", (str, None), None, "Name of the run directory (null: seed<seed>-<timestamp>)."),
-    Option("checkpoint_every", int, 50, "A checkpoint every this many iterations, and at the end.", check=at_least_one),
-    *BEST_OPTIONS,  # best_every, best_episodes: steinrl.run.best
-    Option("progress", bool, True, "A progress bar where stderr is a terminal (false, or no terminal: a line "
-           "every log_every iterations)."),
-    Option("log_every", int, 10, "Without a progress bar, a line every this many iterations.", check=at_least_one),
-    Option("tensorboard", bool, True, "Write TensorBoard event files."),
-    Option("report_every", int, 1, "steinrl sweep: iterations per Ray Tune result (the last one's metrics, the "
-           "latest returns; a result costs Ray time: many short iterations report every 100 or so, docs/sweeps.md).",
-           check=at_least_one),
-    Option("cuda_graph", str, "auto", "RL on CUDA: replay each iteration as one CUDA graph (auto: where the run "
-           "allows it, docs/gpu.md; on: or an error naming why not; off: eager).", choices=("auto", "on", "off")),
-    Option("threads", int, 1, "Torch intra-op CPU threads, set for the process by every Trainer (the CLI, the "
-           "Python API, SB3's SVPG, sweep trials alike; 0: leave torch's own or the caller's setting). 1 never "
-           "oversubscribes a busy machine; what 1 and 2 threads measured: docs/benchmarks.md#torch-threads.",
-           check=non_negative),
-)
+#: The ``run`` section's options (:class:`steinrl.job.RunSettings`): bookkeeping of the run loop, not of the algorithm.
+RUN_OPTIONS: tuple[Option, ...] = settings_options(RunSettings)
 
 
-class Section(Mapping):
-    """A read-only mapping of validated values with attribute access (``cfg.update.lr``)."""
+class Config(Mapping):
+    """A resolved, validated run config: its top-level values and one typed section per part (a
+    frozen settings dataclass: ``cfg.update.lr`` is a float, ``cfg.rollout`` a
+    :class:`~steinrl.rl.rollout.RolloutSettings`), read by attribute; read-only
+    (:meth:`replace` makes a new one). A Mapping over its top-level keys and section names.
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    ``sources`` lists where its values came from, in order (files, ``the command line``).
+    """
+
+    def __init__(self, values: Mapping[str, Any], sources: tuple[str, ...] = ()) -> None:
         object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "sources", tuple(sources))
 
     def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key == "_values":
+            raise AttributeError(key)
         try:
             return self._values[key]
         except KeyError:
@@ -101,29 +104,14 @@ class Section(Mapping):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._values!r})"
 
-
-class Config(Section):
-    """A resolved, validated run config (top-level values and :class:`Section` s).
-
-    ``sources`` lists where its values came from, in order (files, ``the command line``).
-    """
-
-    def __init__(self, values: Mapping[str, Any], sources: tuple[str, ...] = ()) -> None:
-        super().__init__(values)
-        object.__setattr__(self, "sources", tuple(sources))
-
     def to_dict(self) -> dict[str, Any]:
-        """A nested plain dict (safe to dump as YAML / JSON)."""
-        def plain(v: Any) -> Any:
-            return list(v) if isinstance(v, list) else v
-
-        return {k: ({kk: plain(vv) for kk, vv in v.items()} if isinstance(v, Section) else plain(v))
-                for k, v in self.items()}
+        """A nested plain dict (safe to dump as YAML / JSON): a section's values by key."""
+        return {k: settings_values(v) if dataclasses.is_dataclass(v) else list(v) if isinstance(v, list) else v
+                for k, v in self._values.items()}
 
     def replace(self, overrides: Mapping[str, Any], where: str = "Config.replace") -> Config:
         """A new config with ``overrides`` (nested, dotted or bare keys) applied and validated."""
-        replaced = resolve([(self.to_dict(), "the config"), (dict(overrides), where)])
-        return Config(replaced, (*self.sources, where))
+        return Config(resolve([(self.to_dict(), "the config"), (dict(overrides), where)]), (*self.sources, where))
 
 
 # --- resolution -----------------------------------------------------------------------
@@ -157,27 +145,44 @@ def _last(layers: list[tuple[list, str]], path: tuple[str, ...], default: Any) -
     return value
 
 
-def schema(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, tuple[Option, ...]]:
-    """The sections of ``algo``'s config: ``""`` (top level) -> options, ``"run"``, and the job's.
-
-    :param chosen: part names picked inside the config (e.g. ``{"prior": "joint"}``).
-    """
+def _job(algo: str) -> tuple[Job, Any]:
     from steinrl.run.algos import parse_algo
 
     algorithm = parse_algo(algo)
-    job = algorithm.job
+    return algorithm.job, algorithm
+
+
+def section_types(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, type]:
+    """The typed sections of ``algo``'s config: section -> its settings class (the job's
+    sections, then ``run``).
+
+    :param chosen: part names picked inside the config (e.g. ``{"prior": "joint"}``) and its ``env``
+        (:class:`~steinrl.job.Chosen`'s keys).
+    """
+    job, algorithm = _job(algo)
+    types = dict(job.sections(algorithm.method, algorithm.estimator, Chosen(**(chosen or {}))))
+    types["run"] = RunSettings
+    return types
+
+
+def _options(algo: str, types: Mapping[str, type]) -> dict[str, tuple[Option, ...]]:
+    job, _ = _job(algo)
     own = {o.name for o in job.options}  # a job may redeclare a Trainer option (its own default)
-    sections = {"": tuple(o for o in TRAINER_OPTIONS if o.name not in own) + tuple(job.options)}
-    sections.update(job.sections(algorithm.method, algorithm.estimator, dict(chosen or {})))
-    sections["run"] = RUN_OPTIONS
-    return sections
+    top = tuple(o for o in TRAINER_OPTIONS if o.name not in own) + tuple(job.options)
+    return {"": top, **{name: settings_options(cls) for name, cls in types.items()}}
 
 
-def check_algo_env(algo: Any, env: Any) -> Any:
+def schema(algo: str, chosen: Mapping[str, str] | None = None) -> dict[str, tuple[Option, ...]]:
+    """The options of ``algo``'s config: ``""`` (top level) -> options, then every section's
+    (derived from :func:`section_types`), ``run`` last."""
+    return _options(algo, section_types(algo, chosen))
+
+
+def check_algo_env(algo: str, env: str) -> Job:
     """``algo``'s job; :class:`ConfigError` unless ``env`` is one of its tasks (naming the job it belongs to)."""
-    from steinrl.run.algos import JOBS, parse_algo
+    from steinrl.run.algos import JOBS
 
-    job = parse_algo(algo).job
+    job, _ = _job(algo)
     try:
         job.check_env(env)
     except ConfigError:
@@ -243,18 +248,19 @@ def registered_horizon(env: str, default: int) -> int:
 
 
 def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...] = ()) -> Config:
-    """Merge config layers ``(raw mapping, where it came from)`` in order and validate them.
+    """Merge config layers ``(raw mapping, where it came from)`` in order, validate them and build
+    the typed sections.
 
     :param shared: the ``where`` of layers written for a family of algorithms and tasks
         (per-task files, presets): their keys this algorithm does not have are skipped
         (``tests/test_config.py`` checks that every shipped key is a key of some algorithm).
     """
     flat = [(_items(raw, where), where) for raw, where in layers]
-    algo = _last(flat, ("algo",), TRAINER_OPTIONS[0].default)
+    algo = coerce(TRAINER_OPTIONS[0], _last(flat, ("algo",), TRAINER_OPTIONS[0].default), "algo", "the config")
     chosen = {part: _last(flat, (part, "name"), None) for part in ("prior", "critic")}
     chosen["env"] = _last(flat, ("env",), TRAINER_OPTIONS[1].default)
-    sections = schema(coerce(TRAINER_OPTIONS[0], algo, "algo", "the config"),
-                      {k: v for k, v in chosen.items() if isinstance(v, str)})
+    types = section_types(algo, {k: v for k, v in chosen.items() if isinstance(v, str)})
+    sections = _options(algo, types)
     values: dict[str, dict[str, Any]] = {s: {o.name: o.default for o in opts} for s, opts in sections.items()}
     assigned: set[tuple[str, str]] = set()  # (section, key) set by some layer
     for items, where in flat:
@@ -269,84 +275,11 @@ def resolve(layers: list[tuple[Mapping[str, Any], str]], shared: tuple[str, ...]
             key = f"{section}.{option.name}" if section else option.name
             values[section][option.name] = coerce(option, value, key, where, values[section][option.name])
             assigned.add((section, option.name))
-    check_algo_env(values[""]["algo"], values[""]["env"]).check_config(values)  # then keys that bound each other
-    if "horizon" in values.get("rollout", {}) and ("rollout", "horizon") not in assigned:
+    if "rollout" in values and "horizon" in values["rollout"] and ("rollout", "horizon") not in assigned:
         values["rollout"]["horizon"] = registered_horizon(values[""]["env"], values["rollout"]["horizon"])
-    return Config({**values[""], **{s: Section(v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
-
-
-# --- files ------------------------------------------------------------------------------
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects duplicate keys."""
-
-
-def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
-
-
-def read_user_text(path: Path, what: str) -> str:
-    """A user's text file as UTF-8; unreadable or not text: one ConfigError line naming ``what`` and ``path``."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
-
-
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping (UTF-8, no duplicate keys); any problem raises a one-line :class:`ConfigError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    text = read_user_text(path, "config file")
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-        msg = " ".join(str(exc).split())[:300]
-        raise ConfigError(f"cannot parse {path}: {type(exc).__name__}: {msg}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config keys, got a {type(data).__name__}")
-    return data
-
-
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """``--set key=value`` items; values are read as YAML scalars or lists (``[25, 10]``, ``null``, ``true``)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        try:
-            out[key.strip()] = yaml.safe_load(raw)
-        except (yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            raise ConfigError(f"--set {key.strip()!r}: cannot parse value {raw!r}") from None
-    return out
-
-
-def env_config_path(env: str) -> Path:
-    """The per-task YAML file for ``env`` (``configs/<env>.yaml``; '/' in ids becomes '_').
-    A steinrl task's registered id takes its short name's file (``steinrl/CartpoleSwingUp-v0``
-    -> ``CartpoleSwingUp.yaml``), so both names of a task get the same defaults."""
-    from steinrl.envs import short_name
-
-    return CONFIG_DIR / f"{short_name(env).replace('/', '_')}.yaml"
-
-
-def presets() -> list[str]:
-    """Names of the shipped presets (``configs/presets/*.yaml``)."""
-    return sorted(p.stem for p in (CONFIG_DIR / "presets").glob("*.yaml"))
+    cfg = Config({**values[""], **{s: types[s](**v) for s, v in values.items() if s}}, tuple(w for _, w in layers))
+    check_algo_env(cfg.algo, cfg.env).check_config(cfg)  # then keys that bound each other
+    return cfg
 
 
 def load_config(algo: str | None = None, env: str | None = None, overrides: Mapping[str, Any] | None = None,

@@ -12,10 +12,13 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steinrl.errors import ConfigError
 from steinrl.run.cli_base import Parser, output_file
+
+if TYPE_CHECKING:
+    from steinrl.run.config import Config
 
 __all__ = ["evaluate_parser", "evaluate_main", "PLOT_SUFFIXES", "VIDEO_SUFFIXES"]
 
@@ -108,7 +111,7 @@ def _write_json(out: Path, data: dict[str, Any]) -> None:
     print(f"wrote {out}")
 
 
-def _score_by_metrics(cfg: Any, run_dir: Path, json_path: str | None) -> None:
+def _score_by_metrics(cfg: Config, run_dir: Path, json_path: str | None) -> None:
     """A run without a policy (bandits) is scored by what it logged: its job's summary line,
     and its last metrics row in the JSON file."""
     from steinrl.run.algos import parse_algo

@@ -11,7 +11,10 @@ defaults (``{'name': 'imq', 'bandwidth': 'svpg', 'beta': -0.3}`` -> ``imq(β=-0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from steinrl.run.config import Config
 
 __all__ = ["short_value", "short_keys", "settings_label", "metric_label", "changed_settings", "settings_lines",
            "SYMBOLS"]
@@ -80,26 +83,25 @@ def settings_label(values: Mapping[str, Any], known: Iterable[str] = ()) -> str:
     return " ".join(f"{shown[k]}={short_value(v)}" for k, v in values.items())
 
 
-def changed_settings(cfg: Mapping[str, Any], base: Mapping[str, Any], skip: Iterable[str] = ("run",)) -> dict[str, Any]:
+def changed_settings(cfg: Config, base: Config, skip: Iterable[str] = ("run",)) -> dict[str, Any]:
     """The keys of config ``cfg`` whose values differ from ``base``'s (dotted, in ``cfg``'s order;
     the keys and sections of ``skip`` left out)."""
-    from steinrl.run.config import Section
-
     skip = set(skip)
+    ours, theirs = cfg.to_dict(), base.to_dict()
     changed: dict[str, Any] = {}
-    for key, value in cfg.items():
+    for key, value in ours.items():
         if key in skip:
             continue
-        if isinstance(value, Section):  # a section, not a mapping option (a kernel)
-            theirs = base.get(key, {})
+        if isinstance(value, dict):  # a section (a mapping option, a kernel, is one of its values)
+            their_section = theirs[key] if isinstance(theirs.get(key), dict) else {}
             changed.update({f"{key}.{k}": v for k, v in value.items() if f"{key}.{k}" not in skip
-                            and (not isinstance(theirs, Mapping) or theirs.get(k) != v)})
-        elif base.get(key) != value:
+                            and (k not in their_section or their_section[k] != v)})
+        elif key not in theirs or theirs[key] != value:
             changed[key] = value
     return changed
 
 
-def settings_lines(cfg: Any, skip: Iterable[str] = ("run",), width: int = 120) -> list[str]:
+def settings_lines(cfg: Config, skip: Iterable[str] = ("run",), width: int = 120) -> list[str]:
     """What a run prints at its start: the settings in effect that differ from those of ``steinrl
     train --algo <algo> --env <env>`` (the declared defaults and the task's ``configs/<env>.yaml``),
     in short form (the kernel and its parameters, ``kernel=imq(β=-0.3)``), wrapped at ``width``."""
@@ -108,7 +110,7 @@ def settings_lines(cfg: Any, skip: Iterable[str] = ("run",), width: int = 120) -
     from steinrl.run.config import load_config
 
     changed = changed_settings(cfg, load_config(cfg.algo, cfg.env), skip)
-    known = [f"{s}.{k}" for s, section in cfg.items() if isinstance(section, Mapping) for k in section]
+    known = [f"{s}.{k}" for s, section in cfg.to_dict().items() if isinstance(section, dict) for k in section]
     what = settings_label(changed, known) if changed else "none"
     head = f"settings beyond the defaults of {cfg.algo} on {cfg.env}: "
     return textwrap.wrap(head + what, width=width, subsequent_indent="  ", break_on_hyphens=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from steinrl.errors import ConfigError
-from steinrl.run.config import read_run_config
+from steinrl.run.config import Config, read_run_config
 from steinrl.run.labels import metric_label, settings_label
 from steinrl.run.logger import read_metrics
 
@@ -250,13 +250,13 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     return list(runs.values())
 
 
-def config_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def config_identity(cfg: Config) -> dict[str, Any]:
     """The config's keys (dotted, ``update.lr``) that make its configuration, with their values."""
     flat: dict[str, Any] = {}
-    for key, value in cfg.items():
+    for key, value in cfg.to_dict().items():
         if key in IDENTITY_FREE_KEYS:
             continue
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):  # a section
             flat.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             flat[key] = value

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from steinrl.registry import Option, Registry
+from steinrl.registry import Registry
+
+if TYPE_CHECKING:
+    from steinrl.bandits.settings import BanditConfig
 
 __all__ = ["BanditAgent", "History", "AGENTS"]
 
@@ -37,12 +40,12 @@ class BanditAgent:
     :param context_dim: d.
     """
 
-    #: the config sections this agent reads: section -> options
-    sections: ClassVar[dict[str, tuple[Option, ...]]] = {}
+    #: the config sections this agent reads: section -> its settings class
+    sections: ClassVar[dict[str, type]] = {}
     #: act and observe one round at a time
     per_round: ClassVar[bool] = False
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         self.cfg, self.num_arms, self.context_dim = cfg, num_arms, context_dim
 
     def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -15,28 +15,24 @@ import numpy as np
 import torch
 
 from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
-from steinrl.bandits.agents.neural import MODEL_OPTIONS, ParticleRegressor
-from steinrl.bandits.linear import NIGLinearRegression
+from steinrl.bandits.agents.neural import ParticleRegressor
+from steinrl.bandits.linear import NIGLinearRegression, NIGSettings
+from steinrl.bandits.settings import BanditConfig, ModelSettings
+from steinrl.registry import settings_values
 
 __all__ = ["LinFullPost", "NeuralLinear"]
-
-_NIG = tuple(o for o in NIGLinearRegression.options if o.name != "intercept")
-
-
-def _nig_options(cfg: Any) -> dict[str, float]:
-    return {o.name: cfg.agent[o.name] for o in _NIG}
 
 
 @AGENTS.register("linfullpost")
 class LinFullPost(BanditAgent):
     """Thompson sampling with an exact Bayesian linear regression per arm on the context."""
 
-    sections = {"agent": _NIG}
+    sections = {"agent": NIGSettings}
     per_round = True
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         super().__init__(cfg, num_arms, context_dim)
-        self.posterior = NIGLinearRegression(num_arms, context_dim, intercept=True, **_nig_options(cfg))
+        self.posterior = NIGLinearRegression(num_arms, context_dim, intercept=True, **settings_values(cfg.agent))
 
     def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.posterior.sample_rewards(contexts.astype(np.float64), rng).argmax(1)
@@ -55,13 +51,14 @@ class LinFullPost(BanditAgent):
 class NeuralLinear(BanditAgent):
     """Thompson sampling with Bayesian linear regressions on a network's last hidden layer."""
 
-    sections = {"agent": _NIG, "model": MODEL_OPTIONS}
+    sections = {"agent": NIGSettings, "model": ModelSettings}
     per_round = True
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         super().__init__(cfg, num_arms, context_dim)
         self.network = ParticleRegressor(cfg, num_arms, context_dim, particles=1, method=None)
-        self.posterior = NIGLinearRegression(num_arms, cfg.model.hidden[-1], intercept=False, **_nig_options(cfg))
+        self.posterior = NIGLinearRegression(num_arms, cfg.model.hidden[-1], intercept=False,
+                                             **settings_values(cfg.agent))
 
     def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.posterior.sample_rewards(self.network.features(contexts), rng).argmax(1)

@@ -25,30 +25,22 @@ import numpy as np
 import torch
 
 from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
+from steinrl.bandits.settings import BanditConfig, EpsilonSettings, LikelihoodSettings, ModelSettings
 from steinrl.core.activations import ACTIVATIONS
+from steinrl.core.couplings import coupling_from, make_coupling
 from steinrl.core.ensemble import EnsembleMLP, mlp_forward
 from steinrl.core.methods import METHODS
 from steinrl.core.optim import inverse_time_lr
-from steinrl.core.particle_optimizer import make_particle_optimizer
+from steinrl.core.particle_optimizer import ParticleOptimizer
 from steinrl.core.priors import log_gamma_prior, make_prior
-from steinrl.registry import Option, at_least_one, positive, unit_interval
+from steinrl.registry import Option, settings_options, settings_values
 
 __all__ = ["ParticleRegressor", "SteinThompsonSampling", "Greedy", "EpsilonGreedy", "Uniform", "MODEL_OPTIONS",
            "LIKELIHOOD_OPTIONS"]
 
-MODEL_OPTIONS: tuple[Option, ...] = (
-    Option("hidden", list[int], [50], "Hidden layer sizes of the reward network.", check=at_least_one),
-    Option("activation", str, "relu", "Hidden activation of the reward network.",
-           choices=lambda: [a for a in ACTIVATIONS if a != "identity"]),
-)
-LIKELIHOOD_OPTIONS: tuple[Option, ...] = (
-    Option("noise_variance", float, 1.0, "σ² of the Gaussian reward likelihood (the initial value if learned).",
-           check=positive),
-    Option("learn_noise", bool, False, "Learn a noise precision per arm and particle (a Gamma(a, b) prior; it joins "
-                                       "the particle vector)."),
-    Option("noise_a", float, 1.0, "Gamma shape a of the prior on a learned noise precision.", check=positive),
-    Option("noise_b", float, 1.0, "Gamma rate b of the prior on a learned noise precision.", check=positive),
-)
+#: The ``model`` and ``likelihood`` sections' options (:mod:`steinrl.bandits.settings`).
+MODEL_OPTIONS: tuple[Option, ...] = settings_options(ModelSettings)
+LIKELIHOOD_OPTIONS: tuple[Option, ...] = settings_options(LikelihoodSettings)
 
 
 class ParticleRegressor:
@@ -63,29 +55,28 @@ class ParticleRegressor:
         fitted to Showdown's cost, no prior.
     """
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int, particles: int, method: str | None) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int, particles: int,
+                 method: str | None) -> None:
         self.cfg, self.method = cfg, method
         generator = torch.Generator().manual_seed(cfg.seed)
         spec = METHODS.get(method) if method else None
         self.net = EnsembleMLP(particles, context_dim, cfg.model.hidden, num_arms, activation=cfg.model.activation,
-                               layer=spec.layer if spec else "gaussian", layer_options=dict(cfg.layer) if spec else {},
-                               generator=generator)
+                               layer=spec.layer if spec else "gaussian",
+                               layer_options=settings_values(cfg.layer) if spec else {}, generator=generator)
         params = list(self.net.parameters())
         self.prior = self.log_noise_precision = None
         if spec is not None:
             groups = {name: g.shape[1] for name, g in self.net.prior_groups().items()}
-            options = {k: v for k, v in cfg.prior.items() if k not in ("name", "weight")}
-            self.prior = make_prior(cfg.prior.name, groups, particles, **options)
+            self.prior = make_prior(cfg.prior.name, groups, particles, settings=cfg.prior)
             params += self.prior.hyperparameters()
             if cfg.likelihood.learn_noise:
                 start = -math.log(cfg.likelihood.noise_variance)
                 self.log_noise_precision = torch.nn.Parameter(torch.full((particles, num_arms), start))
                 params.append(self.log_noise_precision)
         protocol = cfg.protocol
-        self.particle_optimizer = make_particle_optimizer(spec.coupling if spec else "independent", params,
-                                                 cfg.update if spec else None, lr=protocol.lr,
-                                                 optimizer=protocol.optimizer,
-                                                 max_direction_norm=protocol.max_grad_norm)
+        coupling = coupling_from(spec.coupling, cfg.update) if spec else make_coupling("independent")
+        self.particle_optimizer = ParticleOptimizer(params, coupling, lr=protocol.lr, optimizer=protocol.optimizer,
+                                                    max_direction_norm=protocol.max_grad_norm)
         #: B, the embedding's shared inputs (a function-space kernel's, a spread controller's): the first
         #: B contexts of every refit minibatch (B <= protocol.minibatch: checked with the config)
         self.embedding_states = self.particle_optimizer.coupling.embedding_states
@@ -190,9 +181,9 @@ class _NeuralAgent(BanditAgent):
 class SteinThompsonSampling(_NeuralAgent):
     """Thompson sampling with M particles: each round, a uniformly drawn particle's greedy arm."""
 
-    sections = {"model": MODEL_OPTIONS, "likelihood": LIKELIHOOD_OPTIONS}  # + layer, prior, update (the method's)
+    sections = {"model": ModelSettings, "likelihood": LikelihoodSettings}  # + layer, prior, update (the method's)
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         super().__init__(cfg, num_arms, context_dim)
         self.model = ParticleRegressor(cfg, num_arms, context_dim, cfg.particles, cfg.algo.rpartition("-")[0])
 
@@ -206,9 +197,9 @@ class SteinThompsonSampling(_NeuralAgent):
 class Greedy(_NeuralAgent):
     """One network, always its best arm (ε = 0)."""
 
-    sections = {"model": MODEL_OPTIONS}
+    sections = {"model": ModelSettings}
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         super().__init__(cfg, num_arms, context_dim)
         self.model = ParticleRegressor(cfg, num_arms, context_dim, 1, None)
 
@@ -220,9 +211,7 @@ class Greedy(_NeuralAgent):
 class EpsilonGreedy(Greedy):
     """One network; with probability ε a uniformly random arm, else its best arm."""
 
-    sections = {"model": MODEL_OPTIONS, "agent": (
-        Option("epsilon", float, 0.01, "Probability of a uniformly random arm (the S²VGD paper: 0.01, 0.03).",
-               check=unit_interval),)}
+    sections = {"model": ModelSettings, "agent": EpsilonSettings}
 
     def act(self, contexts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         arms = super().act(contexts, rng)

@@ -12,7 +12,6 @@ inverse decay, clipping at 5).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -20,17 +19,16 @@ import numpy as np
 import torch
 
 from steinrl.bandits.agents.base import AGENTS, BanditAgent, History
-from steinrl.bandits.agents.neural import MODEL_OPTIONS
-from steinrl.bayes import POSTERIORS, gaussian_log_likelihood, make_posterior
+from steinrl.bandits.settings import BanditConfig, ModelSettings, NoiseSettings
+from steinrl.bayes import POSTERIORS, VariationalPosterior, gaussian_log_likelihood, make_posterior
 from steinrl.core.ensemble import mlp_forward
 from steinrl.core.optim import gradient_step, inverse_time_lr
-from steinrl.registry import Option, options_of, positive
+from steinrl.registry import compose, settings_values
 
 __all__ = ["VariationalThompsonSampling"]
 
 #: the BADAM paper's bandit network: two hidden layers of 100 ReLU units
-_MODEL = tuple(dataclasses.replace(o, default=[100, 100]) if o.name == "hidden" else o for o in MODEL_OPTIONS)
-_NOISE = (Option("noise_variance", float, 1.0, "σ² of the Gaussian reward likelihood.", check=positive),)
+_MODEL = compose("VariationalModelSettings", ModelSettings, defaults={"hidden": [100, 100]})
 
 
 class VariationalThompsonSampling(BanditAgent):
@@ -38,11 +36,11 @@ class VariationalThompsonSampling(BanditAgent):
 
     posterior_name: str = ""
 
-    def __init__(self, cfg: Any, num_arms: int, context_dim: int) -> None:
+    def __init__(self, cfg: BanditConfig, num_arms: int, context_dim: int) -> None:
         super().__init__(cfg, num_arms, context_dim)
         generator = torch.Generator().manual_seed(cfg.seed)
         self.q = make_posterior(self.posterior_name, context_dim, cfg.model.hidden, num_arms, cfg.model.activation,
-                                generator=generator, **dict(cfg.posterior))
+                                generator=generator, **settings_values(cfg.posterior))
         self.optimizer = self.q.make_optimizer(cfg.protocol.lr)
         self.steps_taken = 0
 
@@ -80,15 +78,14 @@ class VariationalThompsonSampling(BanditAgent):
         self.steps_taken = int(state["steps_taken"])
 
 
-def _posterior_options(posterior: Any) -> tuple[Option, ...]:
-    """The posterior's options, with its ``online_defaults`` (the bandit setting's) as defaults."""
+def _posterior_settings(posterior: type[VariationalPosterior]) -> type:
+    """The posterior's settings, with its ``online_defaults`` (the bandit setting's) as defaults."""
     online = posterior.online_defaults
-    return tuple(dataclasses.replace(o, default=online[o.name]) if o.name in online else o
-                 for o in options_of(posterior))
+    return compose(posterior.Settings.__name__, posterior.Settings, defaults=online) if online else posterior.Settings
 
 
 for _name, _posterior in POSTERIORS.items():  # bbb-ts, badam-ts, kflow-ts, rdp-ts
     AGENTS.register(f"{_name}-ts", type(f"{_posterior.__name__}TS", (VariationalThompsonSampling,), {
         "posterior_name": _name, "__module__": __name__,
         "__doc__": f"Thompson sampling from the {_name} posterior (:class:`steinrl.bayes.{_posterior.__name__}`).",
-        "sections": {"model": _MODEL, "posterior": _posterior_options(_posterior), "likelihood": _NOISE}}))
+        "sections": {"model": _MODEL, "posterior": _posterior_settings(_posterior), "likelihood": NoiseSettings}}))

@@ -10,7 +10,7 @@ import numpy as np
 from steinrl.errors import ConfigError
 from steinrl.registry import Option, Registry, options_of
 
-__all__ = ["BANDIT_TASKS", "BanditData", "BanditTask", "make_task", "regret"]
+__all__ = ["BANDIT_TASKS", "BanditData", "BanditTask", "TaskSettings", "make_task", "regret"]
 
 
 @dataclass(frozen=True)
@@ -52,15 +52,22 @@ def regret(expected_rewards: np.ndarray, arms: np.ndarray) -> np.ndarray:
     return expected_rewards.max(axis=1) - pulled
 
 
+@dataclass(frozen=True)
+class TaskSettings:
+    """A task's ``task`` config section (none: a task without options)."""
+
+
 class BanditTask:
     """A contextual bandit: ``num_arms`` arms, contexts of size ``context_dim``.
 
-    Subclasses declare ``name`` (their registry name) and ``options`` (a tuple of
-    :class:`~steinrl.registry.Option`, each also a constructor keyword and an attribute of the
-    same name), and implement :meth:`sample`.
+    Subclasses declare ``name`` (their registry name) and ``Settings`` (the ``task`` config
+    section, a frozen dataclass of :func:`~steinrl.registry.setting` s, each also a constructor
+    keyword and an attribute of the same name; ``options`` is derived from it), and implement
+    :meth:`sample`.
     """
 
     name: ClassVar[str]
+    Settings: ClassVar[type] = TaskSettings
     options: ClassVar[tuple[Option, ...]] = ()
     num_arms: int
     context_dim: int

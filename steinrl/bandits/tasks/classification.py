@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
-from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask
+from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask, TaskSettings
 from steinrl.errors import ConfigError
-from steinrl.registry import Option
+from steinrl.registry import setting, settings_options
 
 __all__ = ["Classification"]
 
@@ -97,6 +98,19 @@ def _read_classification_csv(path: str, target_column: int | str) -> tuple[np.nd
     return features, labels
 
 
+@dataclass(frozen=True)
+class ClassificationSettings(TaskSettings):
+    """The ``task`` section of a classification data set as a bandit."""
+
+    path: str | None = setting(
+        None, "CSV file: numeric feature columns and a class column, header optional.",
+        kind=(str, None))
+    target_column: int | str = setting(
+        -1, "Class column: an index (negative: from the end) or a header name.",
+        kind=(int, str))
+    replace: bool = setting(True, "Draw rows with replacement (false: one shuffled pass, as Showdown).")
+
+
 @BANDIT_TASKS.register("Classification")
 class Classification(BanditTask):
     """A classification data set as a bandit: arm = predicted class, reward 1 if right, else 0.
@@ -113,11 +127,8 @@ class Classification(BanditTask):
     """
 
     name = "Classification"
-    options = (
-        Option("path", (str, None), None, "CSV file: numeric feature columns and a class column, header optional."),
-        Option("target_column", (int, str), -1, "Class column: an index (negative: from the end) or a header name."),
-        Option("replace", bool, True, "Draw rows with replacement (false: one shuffled pass, as Showdown)."),
-    )
+    Settings = ClassificationSettings
+    options = settings_options(Settings)
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, *, replace: bool = True) -> None:
         features = np.asarray(features, dtype=np.float64)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.resources
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask
-from steinrl.registry import Option
+from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask, TaskSettings
+from steinrl.registry import setting, settings_options
 
 __all__ = ["Mushroom"]
 
@@ -38,6 +39,15 @@ def _mushroom_table() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     return one_hot, edible, tuple(names)
 
 
+@dataclass(frozen=True)
+class MushroomSettings(TaskSettings):
+    """The ``task`` section of the mushroom bandit."""
+
+    variant: str = setting(
+        "showdown", "Penalty for eating a poisonous mushroom (w.p. 1/2): showdown -35, s2vgd -10.",
+        choices=("showdown", "s2vgd"))
+
+
 @BANDIT_TASKS.register("Mushroom")
 class Mushroom(BanditTask):
     """Mushroom: eat or leave a mushroom described by 22 categorical features (UCI, 8124 rows).
@@ -57,10 +67,10 @@ class Mushroom(BanditTask):
     REWARD_UNHARMED: ClassVar[float] = 5.0
     PROB_HARMED: ClassVar[float] = 0.5
     #: Reward for eating a poisonous mushroom and being harmed, per variant.
+    #: the penalty of each ``variant`` (its choices)
     PENALTIES: ClassVar[dict[str, float]] = {"showdown": -35.0, "s2vgd": -10.0}
-    options = (Option("variant", str, "showdown",
-                      "Penalty for eating a poisonous mushroom (w.p. 1/2): showdown -35, s2vgd -10.",
-                      choices=tuple(PENALTIES)),)
+    Settings = MushroomSettings
+    options = settings_options(Settings)
 
     def __init__(self, variant: str = "showdown") -> None:
         self.variant = variant

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask
+from steinrl.bandits.tasks.base import BANDIT_TASKS, BanditData, BanditTask, TaskSettings
 from steinrl.errors import ConfigError
-from steinrl.registry import Option, at_least_one, positive
+from steinrl.registry import at_least_one, compose, positive, setting, settings_options
 
 __all__ = ["Linear", "SparseLinear", "Wheel"]
 
 
 def _open_interval(value: float) -> str | None:
     return None if 0.0 < value < 1.0 else "must be in (0, 1)"
+
+
+@dataclass(frozen=True)
+class WheelSettings(TaskSettings):
+    """The ``task`` section of the wheel bandit."""
+
+    delta: float = setting(0.5, "Radius beyond which a quadrant's arm pays 50 (0.5 ... 0.99).", check=_open_interval)
 
 
 @BANDIT_TASKS.register("Wheel")
@@ -35,8 +42,8 @@ class Wheel(BanditTask):
     REWARD_STD: ClassVar[float] = 0.01
     SAFE_ARM: ClassVar[int] = 4
     context_bounds = (-1.0, 1.0)
-    options = (Option("delta", float, 0.5, "Radius beyond which a quadrant's arm pays 50 (0.5 ... 0.99).",
-                      check=_open_interval),)
+    Settings = WheelSettings
+    options = settings_options(Settings)
 
     def __init__(self, delta: float = 0.5) -> None:
         self.delta = float(delta)
@@ -58,6 +65,18 @@ class Wheel(BanditTask):
 # --------------------------------------------------------------------------- linear
 
 
+@dataclass(frozen=True)
+class LinearSettings(TaskSettings):
+    """The ``task`` section of the linear bandit."""
+
+    dim: int = setting(10, "Context dimension d.", check=at_least_one)
+    arms: int = setting(8, "Number of arms k.", check=at_least_one)
+    noise_std: float | None = setting(
+        None, "Reward noise std of every arm (null: 0.01*(a+1), Showdown's).",
+        kind=(float, None), check=positive)
+    seed: int = setting(0, "Seed of the arms' parameters β (the task's identity, not the rounds').")
+
+
 @BANDIT_TASKS.register("Linear")
 class Linear(BanditTask):
     """Linear arms (Showdown's ``sample_linear_data``): r = xᵀβ_a + N(0, s_a²), x ~ N(0, I_d).
@@ -68,13 +87,8 @@ class Linear(BanditTask):
     """
 
     name = "Linear"
-    options = (
-        Option("dim", int, 10, "Context dimension d.", check=at_least_one),
-        Option("arms", int, 8, "Number of arms k.", check=at_least_one),
-        Option("noise_std", (float, None), None, "Reward noise std of every arm (null: 0.01*(a+1), Showdown's).",
-               check=positive),
-        Option("seed", int, 0, "Seed of the arms' parameters β (the task's identity, not the rounds')."),
-    )
+    Settings = LinearSettings
+    options = settings_options(Settings)
 
     def __init__(self, dim: int = 10, arms: int = 8, noise_std: float | None = None, seed: int = 0) -> None:
         self.dim, self.arms, self.noise_std, self.seed = dim, arms, noise_std, seed
@@ -95,18 +109,19 @@ class Linear(BanditTask):
         return BanditData(contexts=contexts, expected_rewards=expected_rewards, rewards=rewards)
 
 
+@dataclass(frozen=True)
+class _Nonzero:
+    nonzero: int = setting(3, "Non-zero coordinates per arm's β (at most dim).", check=at_least_one)
+
+
 @BANDIT_TASKS.register("SparseLinear")
 class SparseLinear(Linear):
     """:class:`Linear` with only ``nonzero`` non-zero coordinates in each β_a, at random places
     (Showdown's ``sample_sparse_linear_data``: k = 7, d = 10, ⌊d/3⌋ = 3 non-zeros)."""
 
     name = "SparseLinear"
-    options = (
-        Linear.options[0],
-        replace(Linear.options[1], default=7),
-        *Linear.options[2:],
-        Option("nonzero", int, 3, "Non-zero coordinates per arm's β (at most dim).", check=at_least_one),
-    )
+    Settings = compose("SparseLinearSettings", LinearSettings, _Nonzero, defaults={"arms": 7})
+    options = settings_options(Settings)
 
     def __init__(self, dim: int = 10, arms: int = 7, noise_std: float | None = None, seed: int = 0,
                  nonzero: int = 3) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from steinrl.registry import setting, unit_interval
-from steinrl.rl.critics import fit_beside
+from steinrl.rl.critic_fit import fit_beside
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.embedding import shared_states
 from steinrl.rl.estimators.base import (

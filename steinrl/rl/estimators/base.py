@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from steinrl.registry import Option, Registry, setting, settings_options, unit_interval
+from steinrl.registry import Option, Registry, settings_options
 from steinrl.rl.diagnostics import UpdateStats
+from steinrl.rl.settings import EstimatorSettings
 
 if TYPE_CHECKING:
     from steinrl.core.particle_optimizer import StepResult
@@ -30,14 +31,6 @@ if TYPE_CHECKING:
     from steinrl.rl.rollout import Batch
 
 __all__ = ["Advantages", "Estimator", "ESTIMATORS", "EstimatorSettings", "logged", "masked_mean", "summarize"]
-
-
-@dataclass(frozen=True)
-class EstimatorSettings:
-    """What every estimator takes (the ``estimator`` config section)."""
-
-    discount: float = setting(0.99, "Discount factor gamma.", check=unit_interval)
-    normalize_advantages: bool = setting(True, "Standardise advantages (returns, for reinforce) per particle batch.")
 
 
 @dataclass
@@ -97,7 +90,8 @@ class Estimator:
         super().__init_subclass__(**kwargs)
         cls.options = settings_options(cls.Settings)
 
-    def __init__(self, settings: Any = None, groups: int = 1, device: torch.device | str = "cpu") -> None:
+    def __init__(self, settings: EstimatorSettings | None = None, groups: int = 1,
+                 device: torch.device | str = "cpu") -> None:
         self.settings = self.Settings() if settings is None else settings
         if not isinstance(self.settings, self.Settings):
             raise TypeError(f"{type(self).__name__} takes {self.Settings.__name__}, got {type(self.settings).__name__}")
@@ -106,6 +100,12 @@ class Estimator:
     def advantages(self, batch: Batch, critic: Critic | None) -> Advantages:
         """Advantages of every valid step of ``batch`` (and the critic's targets)."""
         raise NotImplementedError
+
+    @classmethod
+    def host_reads(cls, settings: EstimatorSettings) -> list[str]:
+        """Why :meth:`learn` with ``settings`` reads values back to the host within an iteration,
+        which a replayed CUDA graph cannot (:func:`steinrl.rl.graph.graph_blockers`); none by default."""
+        return []
 
     @property
     def max_grad_norm(self) -> float | None:

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from steinrl.errors import ConfigError
 from steinrl.registry import at_least_one, non_negative, positive, setting
-from steinrl.rl.critics import fit_beside
+from steinrl.rl.critic_fit import fit_beside
 from steinrl.rl.diagnostics import UpdateStats
 from steinrl.rl.embedding import shared_states
 from steinrl.rl.estimators.a2c import A2C, A2CSettings
@@ -96,6 +96,11 @@ class PPO(A2C):
         if self.settings.target_kl is not None and self.groups > 1:
             raise ConfigError("estimator.target_kl stops every particle of a batch together, so seeds in one batch "
                               "would stop on each other's KL: run the seeds apart, or target_kl null")
+
+    @classmethod
+    def host_reads(cls, settings: PPOSettings) -> list[str]:
+        return ["estimator.target_kl reads the KL back to the host at every step"] if settings.target_kl is not None \
+            else []
 
     @property
     def max_grad_norm(self) -> float | None:
