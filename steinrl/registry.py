@@ -142,8 +142,8 @@ class Registry(Generic[T]):
 
 
 def options_of(part: Any) -> tuple[Option, ...]:
-    """The options a registered part declares (its ``options`` class attribute; none by default)."""
-    return tuple(getattr(part, "options", ()))
+    """The options a registered part declares (its ``options`` class attribute, derived from its ``Settings``)."""
+    return tuple(part.options)
 
 
 def _type_name(t: Any) -> str:

@@ -14,7 +14,7 @@ every particle at once: ``prior.log_prob(groups) -> (M,)``.
   per-particle parameter, stored as log λ_g in ``log_precision (M, G)``, which joins the
   particle vector (:meth:`Prior.hyperparameters`).
 
-Priors are :class:`torch.nn.Module` so that learned hyper-parameters travel with
+Priors are :class:`torch.nn.Module` so that learned hyperparameters travel with
 ``state_dict``; the fixed ones hold no parameters.
 """
 

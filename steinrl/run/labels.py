@@ -27,7 +27,7 @@ def metric_label(key: str) -> str:
     ``key`` itself where none does. The run stack names no metric itself."""
     from steinrl.run.algos import JOBS
 
-    return next((job.metric_labels[key] for _, job in JOBS.items() if key in getattr(job, "metric_labels", {})), key)
+    return next((job.metric_labels[key] for _, job in JOBS.items() if key in job.metric_labels), key)
 
 
 def _part_defaults(name: Any) -> dict[str, Any]:
