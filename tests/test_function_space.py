@@ -154,6 +154,26 @@ def test_rl_agent_shares_b_states_per_seed_and_rejects_a_b_larger_than_the_batch
         steinrl.load_config("svgd-a2c", "CartpoleSwingUp", {"update.kernel": {"space": "functions", "states": 1}})
 
 
+def test_shared_states_repeat_the_real_samples_where_a_seed_holds_fewer_than_b():
+    """Short episodes compacted can leave a seed fewer real samples than B (2 particles x 3 slots,
+    4 of them real, B = 6; it once raised a shape error): the 4 real ones, each drawn, then repeated
+    in their order, never a padding slot; with enough real samples, B distinct real ones."""
+    from steinrl.rl.draws import Draws
+    from steinrl.rl.embedding import shared_states
+
+    obs = torch.arange(1.0, 7.0).reshape(2, 3, 1)  # (M, n, 1): values 1..6
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])  # 3 and 6 are padding
+    draws = Draws([0])
+    draws.begin(0)
+    picked = shared_states(obs, mask, 6, draws)  # (M, B, 1)
+    values = picked[0, :, 0].tolist()
+    assert picked.shape == (2, 6, 1) and torch.equal(picked[0], picked[1])
+    assert sorted(values[:4]) == [1.0, 2.0, 4.0, 5.0] and values[4:] == values[:2]
+    draws.begin(1)
+    full = shared_states(obs, torch.ones(2, 3), 6, draws)[0, :, 0].tolist()
+    assert sorted(full) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
 def test_a_bandit_b_larger_than_the_refit_minibatch_is_refused_with_the_config():
     over = {"protocol.minibatch": 32}
     assert steinrl.load_config("svgd-ts", "Mushroom", {**over, "update.kernel": {"space": "functions", "states": 32}})
