@@ -37,7 +37,7 @@ class Kind:
 
 KINDS = {
     "rl": Kind("rl", "Cartpole", "s2vgd-a2c", ("--particles", "2", "--set", "envs_per_particle=2", "--set",
-                                               "batch_size=30", "--set", "horizon=30", "--set", "critic.steps=2"),
+                                               "batch_size=32", "--set", "horizon=30", "--set", "critic.steps=2"),
                "rollout/ep_rew_max_particle", ("--iterations", str(STEPS))),
     "bandit": Kind("bandit", "Wheel", "svgd-ts", ("--particles", "3", "--set", "protocol.refit_every=10", "--set",
                                                   "protocol.refit_steps=5", "--set", "protocol.minibatch=32"),

@@ -118,3 +118,17 @@ NO_KERNEL_KEYS = {"train/bandwidth", "train/kernel_mean", "train/repulsive_norm"
 def recorded(old: dict, algo: str) -> dict:
     """The recorded metrics today's code still logs for ``algo``."""
     return {k: v for k, v in old.items() if not (algo.startswith("independent") and k in NO_KERNEL_KEYS)}
+
+
+#: The coupling the recorded references (tests/data/*.json) were made with: the code's default, the RBF
+#: kernel on the weights at lambda = 1, from before the task files carried the shipped function-space setting.
+RECORDED_COUPLING = {"update.kernel": {"space": "weights"}, "update.repulsion": "constant"}
+
+
+def with_recorded_coupling(algo: str, overrides: dict) -> dict:
+    """``overrides`` plus each key of :data:`RECORDED_COUPLING` they do not set, for a Stein method."""
+    from steinrl.core.methods import METHODS
+
+    if METHODS.get(algo.split("-")[0]).coupling != "stein":
+        return overrides
+    return {**{k: v for k, v in RECORDED_COUPLING.items() if k not in overrides}, **overrides}

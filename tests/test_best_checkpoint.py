@@ -120,7 +120,7 @@ def test_each_seed_of_a_batch_keeps_its_own_best(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(best_module, "heldout_score", by_seed)
     code = run_cli(train_main, ["--env", "Cartpole", "--seeds", "0,1", "--iterations", "2", "--particles", "2",
-                                "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
+                                "--set", "envs_per_particle=2", "--set", "batch_size=32", "--set", "horizon=30",
                                 "--set", "critic.steps=2", "--set", "run.best_every=1", "--set",
                                 "rollout.sampling=continuing", "--no-progress", "--logdir", str(tmp_path),
                                 "--run-name", "b"])

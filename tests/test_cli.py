@@ -8,7 +8,7 @@ from conftest import run_script, signal_training
 
 from steinrl.run.cli import run_cli, train_main
 
-TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
+TINY = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=32", "--set", "horizon=30",
         "--no-progress"]
 
 

@@ -141,7 +141,7 @@ def test_ctrl_c_messages_count_iterations_alike(tmp_path):
     run = tmp_path / "Cartpole" / "s2vgd-a2c" / "r"
     metrics = run / "metrics.jsonl"
     args = ["--env", "Cartpole", "--iterations", "100000", "--particles", "2", "--set", "envs_per_particle=2",
-            "--set", "batch_size=30", "--set", "horizon=30", "--no-progress", "--logdir", str(tmp_path),
+            "--set", "batch_size=32", "--set", "horizon=30", "--no-progress", "--logdir", str(tmp_path),
             "--run-name", "r"]
     code, err = signal_training(args, metrics, signal.SIGINT)
     assert code == 130, err
@@ -186,7 +186,7 @@ def test_readme_summary_line_is_the_real_one(tmp_path, capsys):
     readme = (ROOT / "README.md").read_text()
     quoted = re.search(r"^done: .*$", readme, re.M)[0]
     code, err = cli(train_main, ["--env", "Cartpole", "--iterations", "2", "--particles", "2", "--set",
-                                 "batch_size=30", "--set", "horizon=30", "--set", "envs_per_particle=2",
+                                 "batch_size=32", "--set", "horizon=30", "--set", "envs_per_particle=2",
                                  "--no-progress", "--logdir", str(tmp_path), "--run-name", "demo"], capsys)
     real = next(line for line in err.splitlines() if line.startswith("done:"))
     pattern = r"done: \d+ iterations \(now \d+ of \d+\) in [\d.]+ s; final -?[\d.]+, best -?[\d.]+ " \

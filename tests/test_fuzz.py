@@ -288,7 +288,7 @@ def test_load_yaml_gives_a_dict_or_a_one_line_config_error(scratch, content):
 
 
 # --- (c) the train command, in process -----------------------------------------------------------
-TINY_ARGS = ["--env", "Cartpole", "--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30",
+TINY_ARGS = ["--env", "Cartpole", "--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=32",
              "--set", "horizon=30", "--set", "critic.steps=2", "--no-progress"]
 ITERATIONS = st.integers(0, 2).flatmap(lambda i: st.sampled_from(["1", "2", "3", "4"]) if i < 2 else
                                       st.sampled_from(["0", "-1", "x", "1.5", "", "1e3", " 2"]))

@@ -22,7 +22,7 @@ from steinrl.run.cli import run_cli, train_main
 from steinrl.run.logger import read_metrics
 
 TINY = ["--env", "Cartpole", "--algo", "s2vgd-a2c", "--particles", "2", "--set", "envs_per_particle=2",
-        "--set", "batch_size=30", "--set", "horizon=30", "--set", "critic.steps=2", "--no-progress",
+        "--set", "batch_size=32", "--set", "horizon=30", "--set", "critic.steps=2", "--no-progress",
         "--set", "run.checkpoint_every=2", "--set", "run.tensorboard=true", "--run-name", "r"]
 TAG = "rollout/ep_rew_max_particle"
 

@@ -54,7 +54,7 @@ def _body_pixels(frame: np.ndarray) -> int:
 @pytest.fixture(scope="module")
 def cheetah_run(tmp_path_factory):
     return trained_run(tmp_path_factory.mktemp("runs"), "svgd-ppo", "HalfCheetah-v5", iterations=1, horizon=12,
-                       particles=2, **{"rollout.vectorization": "sync", "rollout.batch_size": 24})
+                       particles=2, **{"rollout.vectorization": "sync", "rollout.batch_size": 32})
 
 
 def _renderable(cfg):

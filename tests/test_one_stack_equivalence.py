@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import recorded
+from conftest import recorded, with_recorded_coupling
 
 import steinrl
 
@@ -41,7 +41,7 @@ def small(case: dict) -> dict:
 
 @pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: f"{c['env']}-{c['algo']}-{c.get('seeds', 'single')}")
 def test_first_iterations_match_the_pre_round3_code(case):
-    cfg = steinrl.load_config(case["algo"], case["env"], small(case))
+    cfg = steinrl.load_config(case["algo"], case["env"], with_recorded_coupling(case["algo"], small(case)))
     trainer = steinrl.Trainer(cfg, case.get("seeds"))
     rows = [trainer.step_seeds() for _ in range(3)]
     trainer.close()

@@ -19,7 +19,7 @@ from steinrl.run.checkpoint import CheckpointError, load_checkpoint
 from steinrl.run.cli import evaluate_main, run_cli, train_main
 from steinrl.run.logger import read_metrics
 
-TINY_ARGS = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=30", "--set", "horizon=30",
+TINY_ARGS = ["--particles", "2", "--set", "envs_per_particle=2", "--set", "batch_size=32", "--set", "horizon=30",
              "--set", "critic.steps=2", "--no-progress"]
 
 

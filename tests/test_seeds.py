@@ -7,7 +7,7 @@ import steinrl
 from steinrl.core.groups import module_group, module_join
 from steinrl.run.checkpoint import CheckpointError
 
-CONFIG = {"particles": 3, "envs_per_particle": 2, "batch_size": 20, "iterations": 3, "critic.steps": 2,
+CONFIG = {"particles": 3, "envs_per_particle": 2, "batch_size": 22, "iterations": 3, "critic.steps": 2,
           "rollout.sampling": "continuing", "rollout.env_backend": "torch"}
 KEYS = ("rollout/ep_rew_max_particle", "rollout/ep_rew_mean", "train/surrogate", "train/log_prior",
         "train/bandwidth", "train/kernel_mean", "train/value_loss", "train/attractive_norm", "train/repulsive_norm")
@@ -84,7 +84,7 @@ def test_cli_seeds_write_one_run_directory_per_seed_equal_to_the_seed_alone(tmp_
     from steinrl.run.cli import train_main
 
     common = ["--algo", "svgd-a2c", "--env", "Cartpole", "--particles", "3", "--iterations", "3", "--logdir",
-              str(tmp_path), "--no-progress", "--set", "rollout.sampling=continuing", "--set", "rollout.batch_size=20",
+              str(tmp_path), "--no-progress", "--set", "rollout.sampling=continuing", "--set", "rollout.batch_size=22",
               "--set", "rollout.envs_per_particle=2", "--set", "critic.steps=2"]
     assert train_main([*common, "--seeds", "3,8", "--run-name", "b"]) == 0
     assert train_main([*common, "--seed", "8", "--run-name", "alone", "--set", "rollout.env_backend=torch"]) == 0
@@ -130,7 +130,7 @@ def test_cli_seeds_say_whose_runs_they_are_and_which_seed_the_progress_shows(tmp
 
     assert train_main(["--algo", "svgd-a2c", "--env", "Cartpole", "--particles", "3", "--iterations", "2",
                        "--logdir", str(tmp_path), "--no-progress", "--set", "run.log_every=1", "--set",
-                       "rollout.sampling=continuing", "--set", "rollout.batch_size=20", "--set",
+                       "rollout.sampling=continuing", "--set", "rollout.batch_size=22", "--set",
                        "rollout.envs_per_particle=2", "--set", "critic.steps=2", "--seeds", "3,8"]) == 0
     err = capsys.readouterr().err
     note = err.splitlines()[0]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import recorded
+from conftest import recorded, with_recorded_coupling
 
 import steinrl
 
@@ -67,7 +67,8 @@ def same_checksum(params, recorded: float) -> None:
                          ids=lambda c: f"{c['env']}-{c['algo']}-{c.get('seeds', 'single')}-{len(c['overrides'])}")
 def test_every_estimator_matches_the_code_before_the_rewrite(case):
     torch.set_num_threads(1)
-    cfg = steinrl.load_config(case["algo"], case["env"], {**DATA["small"], **today(case["overrides"])})
+    cfg = steinrl.load_config(case["algo"], case["env"],
+                              with_recorded_coupling(case["algo"], {**DATA["small"], **today(case["overrides"])}))
     trainer = steinrl.Trainer(cfg, case.get("seeds"))
     rows = [trainer.step_seeds() for _ in range(3)]
     agent = trainer.job.agent
@@ -85,7 +86,8 @@ def test_every_estimator_matches_the_code_before_the_rewrite(case):
 
 @pytest.mark.parametrize("case", DATA["bandits"], ids=lambda c: c["algo"])
 def test_stein_thompson_sampling_matches_the_code_before_the_rewrite(case):
-    cfg = steinrl.load_config(case["algo"], case["env"], {**today(case["overrides"]), "run.progress": False})
+    cfg = steinrl.load_config(case["algo"], case["env"],
+                              with_recorded_coupling(case["algo"], {**today(case["overrides"]), "run.progress": False}))
     trainer = steinrl.Trainer(cfg)
     last = None
     while not trainer.done:

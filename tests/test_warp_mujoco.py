@@ -39,7 +39,8 @@ TOL_REWARD = 2e-3
 
 SMALL = {"particles": 2, "rollout.envs_per_particle": 2, "rollout.batch_size": 16, "rollout.sampling": "continuing",
          "rollout.vectorization": "warp", "estimator.minibatches": 2, "estimator.epochs": 2, "run.progress": False,
-         "run.tensorboard": False}
+         "run.tensorboard": False,
+         "update.kernel": {"states": 16}}  # the task file's function-space kernel, B within the small batch
 
 
 @pytest.fixture(autouse=True)
