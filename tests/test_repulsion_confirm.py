@@ -101,6 +101,8 @@ def test_a_clear_win_is_reported_as_the_moonshot(tmp_path, capsys):
     assert confirm.main(["--archives", str(_archives(tmp_path, stein_goals=8, dense_shift=0.0))]) == 0
     out = capsys.readouterr().out
     assert "| SparseHalfCheetah | ≥ 1 | 8/10" in out
+    assert ("| sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached | 8/10, 8/10, 8/10 "
+            "| 1/10, 1/10, 1/10 | + entropy 1/10, 1/10, 1/10; + floor 1/10, 1/10, 1/10 | won on 3 of 3") in out
     assert out.splitlines()[-1] == ("repulsion_confirm exploration=3/3 no_harm=0below swingup=404.5 bandits=-2.0 "
                                     "moonshot=yes")
 

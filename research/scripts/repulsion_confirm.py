@@ -22,7 +22,8 @@ its tests are left out (a family with a missing member is not corrected: the sum
 - **Bandits**: Stein − ``independent-ts`` in cumulative regret, Welch's 95 % interval (the target: the
   interval's lower end <= 0, i.e. not worse beyond the interval).
 
-The last line is a summary: ``repulsion_confirm exploration=<won>/3 ... moonshot=<yes|no|waiting>``.
+Then the closing table (one row per task family: shipped Stein, independent, the explaining baseline,
+the result), and last a summary line: ``repulsion_confirm exploration=<won>/3 ... moonshot=<yes|no|waiting>``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -130,8 +132,17 @@ def per_trial(archives: Path, part: str, metric: str, reduce) -> dict[str, list[
 
 
 # ---------------------------------------------------------------------------------------------- analysis
-def exploration(archives: Path) -> tuple[str, bool | None]:
-    """Print the goal table and the primary family; return (``won/3`` or ``waiting``, all targets met)."""
+class Verdict(NamedTuple):
+    """A part's summary value (``waiting`` without its archives), whether its targets hold (None: waiting)
+    and its rows of the closing table (task family, shipped Stein, independent, explaining baseline, result)."""
+
+    summary: str
+    met: bool | None
+    rows: tuple[tuple[str, str, str, str, str], ...] = ()
+
+
+def exploration(archives: Path) -> Verdict:
+    """Print the goal table and the primary family (won: ``won/3``)."""
     parts = {p: returns(archives, p) for p in {part for part, _ in ROWS.values()}}
     goals: dict[tuple[str, str], tuple[int, int]] = {}
     print("| task | goal | " + " | ".join(ROWS) + " |")
@@ -164,25 +175,38 @@ def exploration(archives: Path) -> tuple[str, bool | None]:
                 print(f"  secondary {env} Stein vs {base}: p {fisher_greater(*goals[(env, 'Stein')], *goals[(env, base)]):.4f}"
                       " (uncorrected)")
     if not complete:
-        return "waiting", None
+        return Verdict("waiting", None)
     won = sum(all(adjusted[(env, base)] < ALPHA for base in BASELINES) for env in SPARSE)
     counts_met = all(goals[(env, "Stein")][0] >= 7 and all(goals[(env, b)][0] <= 3 for b in BASELINES)
                      for env in SPARSE)
-    return f"{won}/3", counts_met and won >= 2
+
+    def cell(label: str, envs: Sequence[str]) -> str:
+        return ", ".join(f"{goals[(e, label)][0]}/{goals[(e, label)][1]}" if (e, label) in goals else "waiting"
+                         for e in envs)
+
+    rows = [("sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached", cell("Stein", SPARSE),
+             cell("independent", SPARSE), f"+ entropy {cell('+ entropy', SPARSE)}; + floor {cell('+ floor', SPARSE)}",
+             f"won on {won} of 3 (one-sided Fisher, Holm over 9)")]
+    if all((e, label) in goals for e in SECONDARY for label in ROWS):
+        rows.append(("MountainCarContinuous-v0: goals reached", cell("Stein", SECONDARY), cell("independent", SECONDARY),
+                     f"+ entropy {cell('+ entropy', SECONDARY)}; + floor {cell('+ floor', SECONDARY)}",
+                     f"secondary; SB3's default PPO {cell('SB3', SECONDARY)}"))
+    return Verdict(f"{won}/3", counts_met and won >= 2, tuple(rows))
 
 
-def no_harm(archives: Path) -> tuple[str, bool | None]:
-    """Print the per-task differences; return (``<below>below`` or ``waiting``, target met)."""
+def no_harm(archives: Path) -> Verdict:
+    """Print the per-task differences (summary: ``<n>below``, the tasks significantly below)."""
     data = returns(archives, "dense")
     if data is None or any((env, a) not in data for env in DENSE for a in ("svgd-ppo", "independent-ppo")):
         print("\nNo harm: waiting")
-        return "waiting", None
+        return Verdict("waiting", None)
     tests = {env: welch(data[(env, "svgd-ppo")], data[(env, "independent-ppo")]) for env in DENSE}
     adjusted = dict(zip(tests, holm([t[3] for t in tests.values()])))
     print("\nNo harm (Stein − independent-ppo, Welch 95 %; two-sided p, Holm over 6):")
-    below, met = 0, True
+    below, met, ratios = 0, True, []
     for env, (diff, low, high, p) in tests.items():
-        ratio = np.mean(data[(env, "svgd-ppo")]) / np.mean(data[(env, "independent-ppo")])
+        ratio = float(np.mean(data[(env, "svgd-ppo")]) / np.mean(data[(env, "independent-ppo")]))
+        ratios.append(ratio)
         significant_below = adjusted[env] < ALPHA and diff < 0
         below += significant_below
         met &= (ratio >= 0.95 or low <= 0 <= high) and not significant_below
@@ -190,30 +214,38 @@ def no_harm(archives: Path) -> tuple[str, bool | None]:
             "above" if adjusted[env] < ALPHA else f"no detectable difference (interval {low:.1f} to {high:.1f})")
         print(f"  {env}: {diff:+.1f} [{low:.1f}, {high:.1f}], ratio {ratio:.0%}, p {p:.4f}, Holm {adjusted[env]:.4f}: "
               f"{verdict}")
-    return f"{below}below", met
+    row = ("dense MuJoCo (6 tasks): Stein's mean / independent's", f"{min(ratios) * 100:.0f} % to {max(ratios) * 100:.0f} %", "100 %",
+           "–", f"below on {below} of 6 (Welch, Holm over 6)" + ("" if below == 6 else
+                                                                 "; the others: no detectable difference or above"))
+    return Verdict(f"{below}below", met, (row,))
 
 
-def swingup(archives: Path) -> tuple[str, bool | None]:
+def swingup(archives: Path) -> Verdict:
     peaks = per_trial(archives, "swingup", "rollout/ep_rew_max_particle", max)
     if not peaks:
         print("\nSwing-up: waiting")
-        return "waiting", None
+        return Verdict("waiting", None)
     values = [v for vs in peaks.values() for v in vs]
     mean, half = mean_interval(values)
     print(f"\nSwing-up (svgd-a2c, peak of rollout/ep_rew_max_particle, {len(values)} seeds): {mean:.1f} ± {half:.1f} "
           f"against {SWINGUP_BAR:.1f}")
-    return f"{mean:.1f}", mean >= SWINGUP_BAR
+    row = ("exact swing-up (svgd-a2c): mean peak", f"{mean:.1f} ± {half:.1f}", "–", "–",
+           f"{'reaches' if mean >= SWINGUP_BAR else 'misses'} {SWINGUP_BAR:.1f}")
+    return Verdict(f"{mean:.1f}", mean >= SWINGUP_BAR, (row,))
 
 
-def bandits(archives: Path) -> tuple[str, bool | None]:
+def bandits(archives: Path) -> Verdict:
     regret = per_trial(archives, "bandits", "bandit/cumulative_regret", max)  # cumulative: its last is its max
     if not regret or not {"svgd-ts", "independent-ts"} <= set(regret):
         print("\nBandits: waiting")
-        return "waiting", None
+        return Verdict("waiting", None)
     diff, low, high, p = welch(regret["svgd-ts"], regret["independent-ts"])
     print(f"\nBandits (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
           f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], p {p:.4f}")
-    return f"{diff:+.1f}", low <= 0
+    (stein, s_half), (independent, i_half) = mean_interval(regret["svgd-ts"]), mean_interval(regret["independent-ts"])
+    row = ("Mushroom (Thompson sampling): cumulative regret", f"{stein:.1f} ± {s_half:.1f}",
+           f"{independent:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
+    return Verdict(f"{diff:+.1f}", low <= 0, (row,))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,9 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--archives {args.archives}: not a folder")
     results = {"exploration": exploration(args.archives), "no_harm": no_harm(args.archives),
                "swingup": swingup(args.archives), "bandits": bandits(args.archives)}
-    met = [ok for _, ok in results.values()]
+    rows = [row for verdict in results.values() for row in verdict.rows]
+    if rows:
+        print("\n| task family | shipped Stein | independent | explaining baseline | result |\n|---|---|---|---|---|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    met = [verdict.met for verdict in results.values()]
     moonshot = "waiting" if None in met else ("yes" if all(met) else "no")
-    print("repulsion_confirm " + " ".join(f"{k}={v}" for k, (v, _) in results.items()) + f" moonshot={moonshot}")
+    print("repulsion_confirm " + " ".join(f"{k}={v.summary}" for k, v in results.items()) + f" moonshot={moonshot}")
     return 0
 
 
