@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = importlib.util.spec_from_file_location("repulsion_confirm", ROOT / "research" / "scripts" / "repulsion_confirm.py")
+SCRIPT = ROOT / "research" / "scripts" / "repulsion_confirm.py"
+SPEC = importlib.util.spec_from_file_location("repulsion_confirm", SCRIPT)
 confirm = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(confirm)
 

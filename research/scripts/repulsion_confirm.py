@@ -7,8 +7,9 @@ the goal counts and the 9 primary tests, the no-harm intervals, the swing-up and
 Reads ``<archives>/repulsion_confirm_<part>/``: ``comparison.csv`` (``steinrl compare``; its
 ``ensemble-select`` rows, the held-out pick on the final weights) for the exploration, entropy, floor,
 sb3 and dense parts; ``results.csv.gz`` for the swing-up (the peak of ``rollout/ep_rew_max_particle``)
-and the bandits (the final ``bandit/cumulative_regret``, its largest value). A part not archived yet is reported as such and
-its tests are left out (a family with a missing member is not corrected: the summary says ``waiting``).
+and the bandits (the final ``bandit/cumulative_regret``, its largest value). A part not archived yet
+is reported as such and its tests are left out (a family with a missing member is not corrected: the
+summary says ``waiting``).
 
 - **Primary** (family of 9, Holm at 0.05): on SparseHalfCheetah, EpisodicHopper and EpisodicWalker2d,
   Stein against each ``independent-ppo`` row (plain, + entropy, + floor), one-sided Fisher's exact test
@@ -172,8 +173,8 @@ def exploration(archives: Path) -> Verdict:
     for env in SECONDARY:
         for base in (*BASELINES, "SB3"):
             if (env, "Stein") in goals and (env, base) in goals:
-                print(f"  secondary {env} Stein vs {base}: p {fisher_greater(*goals[(env, 'Stein')], *goals[(env, base)]):.4f}"
-                      " (uncorrected)")
+                p = fisher_greater(*goals[(env, "Stein")], *goals[(env, base)])
+                print(f"  secondary {env} Stein vs {base}: p {p:.4f} (uncorrected)")
     if not complete:
         return Verdict("waiting", None)
     won = sum(all(adjusted[(env, base)] < ALPHA for base in BASELINES) for env in SPARSE)
@@ -184,11 +185,13 @@ def exploration(archives: Path) -> Verdict:
         return ", ".join(f"{goals[(e, label)][0]}/{goals[(e, label)][1]}" if (e, label) in goals else "waiting"
                          for e in envs)
 
-    rows = [("sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached", cell("Stein", SPARSE),
-             cell("independent", SPARSE), f"+ entropy {cell('+ entropy', SPARSE)}; + floor {cell('+ floor', SPARSE)}",
+    rows = [("sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached",
+             cell("Stein", SPARSE), cell("independent", SPARSE),
+             f"+ entropy {cell('+ entropy', SPARSE)}; + floor {cell('+ floor', SPARSE)}",
              f"won on {won} of 3 (one-sided Fisher, Holm over 9)")]
     if all((e, label) in goals for e in SECONDARY for label in ROWS):
-        rows.append(("MountainCarContinuous-v0: goals reached", cell("Stein", SECONDARY), cell("independent", SECONDARY),
+        rows.append(("MountainCarContinuous-v0: goals reached", cell("Stein", SECONDARY),
+                     cell("independent", SECONDARY),
                      f"+ entropy {cell('+ entropy', SECONDARY)}; + floor {cell('+ floor', SECONDARY)}",
                      f"secondary; SB3's default PPO {cell('SB3', SECONDARY)}"))
     return Verdict(f"{won}/3", counts_met and won >= 2, tuple(rows))
@@ -214,9 +217,10 @@ def no_harm(archives: Path) -> Verdict:
             "above" if adjusted[env] < ALPHA else f"no detectable difference (interval {low:.1f} to {high:.1f})")
         print(f"  {env}: {diff:+.1f} [{low:.1f}, {high:.1f}], ratio {ratio:.0%}, p {p:.4f}, Holm {adjusted[env]:.4f}: "
               f"{verdict}")
-    row = ("dense MuJoCo (6 tasks): Stein's mean / independent's", f"{min(ratios) * 100:.0f} % to {max(ratios) * 100:.0f} %", "100 %",
-           "–", f"below on {below} of 6 (Welch, Holm over 6)" + ("" if below == 6 else
-                                                                 "; the others: no detectable difference or above"))
+    row = ("dense MuJoCo (6 tasks): Stein's mean / independent's",
+           f"{min(ratios) * 100:.0f} % to {max(ratios) * 100:.0f} %", "100 %", "–",
+           f"below on {below} of 6 (Welch, Holm over 6)"
+           + ("" if below == 6 else "; the others: no detectable difference or above"))
     return Verdict(f"{below}below", met, (row,))
 
 
@@ -241,7 +245,8 @@ def bandits(archives: Path) -> Verdict:
         return Verdict("waiting", None)
     diff, low, high, p = welch(regret["svgd-ts"], regret["independent-ts"])
     print(f"\nBandits (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
-          f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], p {p:.4f}")
+          f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], "
+          f"p {p:.4f}")
     (stein, s_half), (independent, i_half) = mean_interval(regret["svgd-ts"]), mean_interval(regret["independent-ts"])
     row = ("Mushroom (Thompson sampling): cumulative regret", f"{stein:.1f} ± {s_half:.1f}",
            f"{independent:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
