@@ -159,3 +159,39 @@ def test_independent_ppo_trains_on_it(tmp_path):
 
     run = trained_run(tmp_path, "independent-ppo", "EpisodicHopper", horizon=20, batch_size=40, epochs=2, minibatches=2)
     assert (run / "checkpoint.pt").is_file()
+
+
+def test_compare_scores_the_whole_return_the_dense_task_would_pay(tmp_path):
+    """``steinrl compare`` on an episodic run evaluates the episodic task, and its return is what the
+    dense Hopper-v5 pays over the same episodes (a plain Gymnasium loop here: the first reset seeded,
+    the same particle's deterministic action, the run's 20-step cap)."""
+    from conftest import trained_run
+
+    from steinrl.run.compare import compare_runs
+    from steinrl.run.compare_eval import EnsemblePredictor, make_env_of
+    from steinrl.run.load import load_run
+
+    run = trained_run(tmp_path, "independent-ppo", "EpisodicHopper", horizon=20, batch_size=40, epochs=2, minibatches=2)
+    row = next(r for r in compare_runs([run], episodes=2, seed=7) if r["policy"] == "best-train")
+    cfg, policy, _ = load_run(run)
+    scored, layers = make_env_of(cfg)(), []
+    while hasattr(scored, "env"):
+        layers, scored = layers + [type(scored)], scored.env
+    assert EpisodicReward in layers  # compare scores the episodic task, not the dense one
+    env = gym.make(EPISODIC_TASKS["EpisodicHopper"][0], max_episode_steps=20)
+    actor = EnsemblePredictor(policy, env.action_space, act_mode="particle", particle=int(row["particle"]), seed=7)
+    returns, lengths = [], []
+    obs, _ = env.reset(seed=7)
+    for _ in range(2):
+        total, steps, done = 0.0, 0, False
+        while not done:
+            action, _ = actor.predict(obs[None], deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action[0])
+            total, steps, done = total + float(reward), steps + 1, terminated or truncated
+        returns.append(total)
+        lengths.append(steps)
+        obs, _ = env.reset()
+    # SB3's Monitor, which compare's evaluate_policy reads, rounds each episode's return to 6 decimals
+    assert row["eval_mean"] == pytest.approx(np.mean(returns), rel=0, abs=1e-6)
+    assert row["ep_len_mean"] == pytest.approx(np.mean(lengths))
+    env.close()
