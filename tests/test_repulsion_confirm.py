@@ -60,13 +60,14 @@ def _comparison(folder: Path, rows: list[tuple[str, str, float]]) -> None:
 
 
 def _results(folder: Path, metric: str, trials: dict[str, tuple[str, list[float]]]) -> None:
+    """A sweep's results.csv.gz (the columns combine_sweeps writes; ``bandit/rounds``, the bandits' x)."""
     folder.mkdir(parents=True)
     with gzip.open(folder / "results.csv.gz", "wt", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["trial_id", "algo", "iteration", metric])
-        for trial, (algo, values) in trials.items():
+        writer.writerow(["trial_id", "algo", "env", "seed", "iteration", "bandit/rounds", metric, "wall_s"])
+        for seed, (trial, (algo, values)) in enumerate(trials.items()):
             for i, v in enumerate(values):
-                writer.writerow([trial, algo, i, v])
+                writer.writerow([trial, algo, "task", seed, i, 50 * (i + 1), v, 1.0])
 
 
 def _archives(tmp_path: Path, stein_goals: int, dense_shift: float) -> Path:

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
-import math
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -41,6 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
+
+from steinrl.run.sweep_report import mean_ci, read_results_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 ALPHA = 0.05
@@ -84,12 +84,6 @@ def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, 
     return float(np.mean(x) - np.mean(y)), float(interval.low), float(interval.high), float(result.pvalue)
 
 
-def mean_interval(x: Sequence[float]) -> tuple[float, float]:
-    """``(mean, half width)`` of Student's 95 % interval."""
-    x = np.asarray(x, float)
-    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-
-
 # ---------------------------------------------------------------------------------------------- reading
 def _threshold(env: str) -> float:
     from steinrl.run.compare_table import reward_threshold
@@ -113,22 +107,17 @@ def returns(archives: Path, part: str) -> dict[tuple[str, str], list[float]] | N
     return dict(out)
 
 
-def per_trial(archives: Path, part: str, metric: str, reduce) -> dict[str, list[float]] | None:
-    """``algo -> [reduce(metric over a trial's results)]`` from a part's ``results.csv.gz``; None if absent."""
+def per_trial(archives: Path, part: str, final: bool) -> dict[str, list[float]] | None:
+    """``algo -> [each trial's peak (or, with ``final``, its last value) of its headline metric]`` from a
+    part's ``results.csv.gz`` (read by the sweep report's reader); None if absent."""
     path = archives / f"repulsion_confirm_{part}" / "results.csv.gz"
     if not path.exists():
         return None
-    series: dict[str, list[float]] = defaultdict(list)
-    algo: dict[str, str] = {}
-    with gzip.open(path, "rt", newline="") as f:
-        for row in csv.DictReader(f):
-            value = float(row[metric]) if row.get(metric, "") not in ("", None) else math.nan
-            if math.isfinite(value):
-                series[row["trial_id"]].append(value)
-            algo[row["trial_id"]] = row["algo"]
     out: dict[str, list[float]] = defaultdict(list)
-    for trial, values in sorted(series.items()):
-        out[algo[trial]].append(float(reduce(values)))
+    for trial in sorted(read_results_csv(path), key=lambda t: t.trial_id):
+        curve = trial.curve()
+        if curve:
+            out[trial.algo].append(curve[max(curve)] if final else max(curve.values()))
     return dict(out)
 
 
@@ -225,12 +214,12 @@ def no_harm(archives: Path) -> Verdict:
 
 
 def swingup(archives: Path) -> Verdict:
-    peaks = per_trial(archives, "swingup", "rollout/ep_rew_max_particle", max)
+    peaks = per_trial(archives, "swingup", final=False)  # rollout/ep_rew_max_particle's peak
     if not peaks:
         print("\nSwing-up: waiting")
         return Verdict("waiting", None)
     values = [v for vs in peaks.values() for v in vs]
-    mean, half = mean_interval(values)
+    mean, half = mean_ci(values)
     print(f"\nSwing-up (svgd-a2c, peak of rollout/ep_rew_max_particle, {len(values)} seeds): {mean:.1f} ± {half:.1f} "
           f"against {SWINGUP_BAR:.1f}")
     row = ("exact swing-up (svgd-a2c): mean peak", f"{mean:.1f} ± {half:.1f}", "–", "–",
@@ -239,7 +228,7 @@ def swingup(archives: Path) -> Verdict:
 
 
 def bandits(archives: Path) -> Verdict:
-    regret = per_trial(archives, "bandits", "bandit/cumulative_regret", max)  # cumulative: its last is its max
+    regret = per_trial(archives, "bandits", final=True)  # bandit/cumulative_regret after the last round
     if not regret or not {"svgd-ts", "independent-ts"} <= set(regret):
         print("\nBandits: waiting")
         return Verdict("waiting", None)
@@ -247,7 +236,7 @@ def bandits(archives: Path) -> Verdict:
     print(f"\nBandits (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
           f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], "
           f"p {p:.4f}")
-    (stein, s_half), (independent, i_half) = mean_interval(regret["svgd-ts"]), mean_interval(regret["independent-ts"])
+    (stein, s_half), (independent, i_half) = mean_ci(regret["svgd-ts"]), mean_ci(regret["independent-ts"])
     row = ("Mushroom (Thompson sampling): cumulative regret", f"{stein:.1f} ± {s_half:.1f}",
            f"{independent:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
     return Verdict(f"{diff:+.1f}", low <= 0, (row,))
