@@ -106,7 +106,7 @@ def test_a_clear_win_is_reported_as_the_moonshot(tmp_path, capsys):
     assert ("| sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached | 8/10, 8/10, 8/10 "
             "| 1/10, 1/10, 1/10 | + entropy 1/10, 1/10, 1/10; + floor 1/10, 1/10, 1/10 | won on 3 of 3") in out
     assert out.splitlines()[-1] == ("repulsion_confirm exploration=3/3 no_harm=0below swingup=404.5 bandits=-2.0 "
-                                    "moonshot=yes")
+                                    "mountaincar_exception=waiting moonshot=yes")
 
 
 def test_a_weak_win_and_a_dense_loss_are_not(tmp_path, capsys):
@@ -121,4 +121,22 @@ def test_a_weak_win_and_a_dense_loss_are_not(tmp_path, capsys):
 def test_missing_parts_wait(tmp_path, capsys):
     assert confirm.main(["--archives", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "repulsion_confirm exploration=waiting no_harm=waiting swingup=waiting bandits=waiting moonshot=waiting")
+        "repulsion_confirm exploration=waiting no_harm=waiting swingup=waiting bandits=waiting "
+        "mountaincar_exception=waiting moonshot=waiting")
+
+
+@pytest.mark.parametrize("stein_goals, held", [(9, True), (6, False)])
+def test_mountaincar_exception_is_held_at_9_of_10_without_a_detectable_difference(tmp_path, capsys, stein_goals,
+                                                                                   held):
+    # 9/10 against 10/10: two-sided Fisher p = 1; 6/10 against 10/10: the tables as or less likely than the
+    # observed one are 6/10 and 10/10 hits, each C(16, 6) C(4, 4) / C(20, 10) = 8008 / 184756: p = 16016 / 184756
+    _comparison(tmp_path / "repulsion_confirm_mountaincar",
+                [("MountainCarContinuous-v0", "svgd-ppo", 95.0 if i < stein_goals else 80.0) for i in range(10)]
+                + [("MountainCarContinuous-v0", "independent-ppo", 94.0 + 0.1 * i) for i in range(10)])
+    assert confirm.main(["--archives", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    expected_p = 1.0 if held else 16016 / 184756
+    line = next(row for row in out.splitlines() if row.startswith("MountainCar's exception"))
+    assert f"{stein_goals}/10 against independent-ppo 10/10, two-sided Fisher p {expected_p:.4f}" in line
+    assert line.endswith("held" if held else "missed")
+    assert out.splitlines()[-1].endswith(f" mountaincar_exception={stein_goals}/10 moonshot=waiting")
