@@ -76,10 +76,20 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def fisher(goals_a: int, n_a: int, goals_b: int, n_b: int, alternative: str) -> float:
+    """Fisher's exact p on two goal counts (``alternative`` as scipy's: "greater", "two-sided")."""
+    return float(stats.fisher_exact([[goals_a, n_a - goals_a], [goals_b, n_b - goals_b]],
+                                    alternative=alternative).pvalue)
+
+
 def fisher_greater(goals_a: int, n_a: int, goals_b: int, n_b: int) -> float:
     """One-sided Fisher's exact p for H1: row a reaches the goal more often than row b."""
-    return float(stats.fisher_exact([[goals_a, n_a - goals_a], [goals_b, n_b - goals_b]],
-                                    alternative="greater").pvalue)
+    return fisher(goals_a, n_a, goals_b, n_b, alternative="greater")
+
+
+def goal_count(values: Sequence[float], threshold: float) -> tuple[int, int]:
+    """``(runs whose evaluation return is >= threshold, runs)``."""
+    return sum(v >= threshold for v in values), len(values)
 
 
 def welch(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
@@ -149,7 +159,7 @@ def exploration(archives: Path) -> Verdict:
             if values is None:
                 cells.append("waiting")
                 continue
-            goals[(env, label)] = (sum(v >= threshold for v in values), len(values))
+            goals[(env, label)] = goal_count(values, threshold)
             cells.append(f"{goals[(env, label)][0]}/{len(values)} (mean {np.mean(values):.1f})")
         print(f"| {env} | ≥ {threshold:g} | " + " | ".join(cells) + " |")
     family = [(env, base) for env in SPARSE for base in BASELINES]
@@ -256,9 +266,8 @@ def mountaincar_exception(archives: Path) -> Verdict:
         print("\nMountainCar's exception (addendum): waiting")
         return Verdict("waiting", None)
     threshold = _threshold(env)
-    (stein, n_s), (independent, n_i) = ((sum(v >= threshold for v in data[(env, a)]), len(data[(env, a)]))
-                                        for a in ("svgd-ppo", "independent-ppo"))
-    p = float(stats.fisher_exact([[stein, n_s - stein], [independent, n_i - independent]]).pvalue)
+    (stein, n_s), (independent, n_i) = (goal_count(data[(env, a)], threshold) for a in ("svgd-ppo", "independent-ppo"))
+    p = fisher(stein, n_s, independent, n_i, alternative="two-sided")
     diff, low, high, _ = welch(data[(env, "svgd-ppo")], data[(env, "independent-ppo")])
     held = stein >= 9 and p >= ALPHA
     print(f"\nMountainCar's exception (addendum, weight-space kernel, goal >= {threshold:g}): {stein}/{n_s} against "
