@@ -106,7 +106,7 @@ def test_a_clear_win_is_reported_as_the_moonshot(tmp_path, capsys):
     assert ("| sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached | 8/10, 8/10, 8/10 "
             "| 1/10, 1/10, 1/10 | + entropy 1/10, 1/10, 1/10; + floor 1/10, 1/10, 1/10 | won on 3 of 3") in out
     assert out.splitlines()[-1] == ("repulsion_confirm exploration=3/3 no_harm=0below swingup=404.5 bandits=-2.0 "
-                                    "mountaincar_exception=waiting moonshot=yes")
+                                    "mountaincar_exception=waiting moonshot=yes shipped=waiting")
 
 
 def test_a_weak_win_and_a_dense_loss_are_not(tmp_path, capsys):
@@ -115,14 +115,14 @@ def test_a_weak_win_and_a_dense_loss_are_not(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Hopper-v5: -50.0" in out and ": below" in out
     assert out.splitlines()[-1].startswith("repulsion_confirm exploration=0/3 no_harm=6below ")
-    assert out.splitlines()[-1].endswith(" moonshot=no")
+    assert out.splitlines()[-1].endswith(" moonshot=no shipped=waiting")
 
 
 def test_missing_parts_wait(tmp_path, capsys):
     assert confirm.main(["--archives", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         "repulsion_confirm exploration=waiting no_harm=waiting swingup=waiting bandits=waiting "
-        "mountaincar_exception=waiting moonshot=waiting")
+        "mountaincar_exception=waiting moonshot=waiting shipped=waiting")
 
 
 @pytest.mark.parametrize("stein_goals, held", [(9, True), (6, False)])
@@ -139,4 +139,53 @@ def test_mountaincar_exception_is_held_at_9_of_10_without_a_detectable_differenc
     line = next(row for row in out.splitlines() if row.startswith("MountainCar's exception"))
     assert f"{stein_goals}/10 against independent-ppo 10/10, two-sided Fisher p {expected_p:.4f}" in line
     assert line.endswith("held" if held else "missed")
-    assert out.splitlines()[-1].endswith(f" mountaincar_exception={stein_goals}/10 moonshot=waiting")
+    assert out.splitlines()[-1].endswith(f" mountaincar_exception={stein_goals}/10 moonshot=waiting shipped=waiting")
+
+
+def _weights(archives: Path, dense_shift: float, regret: float, mountaincar_goals: int = 10) -> Path:
+    """W's synthetic addendum parts beside ``_archives``: its dense runs ``dense_shift`` from independent's,
+    its Mushroom regret ``regret`` + seed (independent-ts: 100 + 2 seed), 3 of 10 sparse goals, and the
+    MountainCar addendum at ``mountaincar_goals`` of 10."""
+    spread = [-2.0, -1.0, 0.0, 1.0, 2.0]
+    _comparison(archives / "repulsion_confirm_weights_dense",
+                [(e, "svgd-ppo", 1000.0 + s + dense_shift) for e in confirm.DENSE for s in spread])
+    _results(archives / "repulsion_confirm_weights_bandits", "bandit/cumulative_regret",
+             {f"w{i}": ("svgd-ts", [10.0, regret + i]) for i in range(5)})
+    goals = {"SparseHalfCheetah": 1.0, "EpisodicHopper": 2000.0, "EpisodicWalker2d": 2000.0}
+    _comparison(archives / "repulsion_confirm_weights_sparse",
+                [(e, "svgd-ppo", g + (5.0 if i < 3 else -5.0)) for e, g in goals.items() for i in range(10)])
+    _comparison(archives / "repulsion_confirm_mountaincar",
+                [("MountainCarContinuous-v0", "svgd-ppo", (95.0 if i < mountaincar_goals else 80.0) + 0.1 * i)
+                 for i in range(10)]
+                + [("MountainCarContinuous-v0", "independent-ppo", 94.0 + 0.1 * i) for i in range(10)])
+    return archives
+
+
+def test_w_clearing_every_family_ships_everywhere(tmp_path, capsys):
+    archives = _weights(_archives(tmp_path, stein_goals=2, dense_shift=0.0), dense_shift=0.0, regret=100.0)
+    assert confirm.main(["--archives", str(archives)]) == 0
+    out = capsys.readouterr().out
+    # W's sparse rows are secondary: 3/10 against 1/10, one-sided Fisher P(X >= 3), X ~ Hypergeometric(20, 4
+    # goals, 10 drawn) = (C(4, 3) C(16, 7) + C(4, 4) C(16, 6)) / C(20, 10) = (4 · 11440 + 8008) / 184756
+    assert f"SparseHalfCheetah: W 3/10; vs independent 1/10: p {53768 / 184756:.4f}" in out
+    assert "| sparse MuJoCo, W: goals reached | 3/10, 3/10, 3/10 | 1/10, 1/10, 1/10 |" in out
+    assert out.splitlines()[-1].startswith("repulsion_confirm exploration=0/3 ")
+    assert out.splitlines()[-1].endswith(" shipped=W")
+
+
+def test_each_family_takes_a_setting_that_clears_it(tmp_path, capsys):
+    # W 50 below independent on every dense task (a spread of 1.6: below after Holm); K1 level with it. W's
+    # Mushroom regret 300 against independent-ts's 104: worse beyond the interval; K1's 102 is not.
+    archives = _weights(_archives(tmp_path, stein_goals=2, dense_shift=0.0), dense_shift=-50.0, regret=300.0,
+                        mountaincar_goals=6)
+    assert confirm.main(["--archives", str(archives)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        " shipped=dense:K1,bandits:K1,swingup:W,mountaincar:withdrawn")
+
+
+def test_where_neither_clears_the_smaller_shortfall_ships_marked_missed(tmp_path, capsys):
+    # both below on every dense task: K1 by 50 (ratio 0.95), W by 100 (0.90): K1's smallest ratio is higher
+    archives = _weights(_archives(tmp_path, stein_goals=2, dense_shift=-50.0), dense_shift=-100.0, regret=100.0)
+    assert confirm.main(["--archives", str(archives)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        " shipped=dense:K1(missed),bandits:W,swingup:W,mountaincar:W")

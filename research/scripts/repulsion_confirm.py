@@ -26,6 +26,11 @@ summary says ``waiting``).
 Then the closing table (one row per task family: shipped Stein, independent, the explaining baseline,
 the result), and last a summary line: ``repulsion_confirm exploration=<won>/3 ... moonshot=<yes|no|waiting>``.
 
+- **The shipping rule** (registered 2026-11-29, before the SB3, no-harm, swing-up and bandit parts ran):
+  W, the weight-space kernel at lambda = 1, is scored as K1 is on the dense tasks (``weights_dense``
+  against the dense part's ``independent-ppo``), on Mushroom (``weights_bandits`` against the bandits
+  part's ``independent-ts``) and on the sparse tasks (``weights_sparse``, secondary); ``shipped=`` in the
+  summary line says which setting the files ship (``shipped``).
 - **Addendum** (registered after the exploration part, before its runs): MountainCar's per-task exception,
   the weight-space kernel, against ``independent-ppo`` on seeds 210-219 (``repulsion_confirm_mountaincar``):
   held when it reaches the goal on >= 9 of 10 and a two-sided Fisher's exact test finds no difference
@@ -62,6 +67,10 @@ ROWS = {
     "SB3": ("sb3", "sb3-ppo"),
 }
 BASELINES = ("independent", "+ entropy", "+ floor")
+#: the two settings the shipping rule weighs (the page's change of 2026-11-29) -> family -> the part holding
+#: their Stein runs
+STEIN_PARTS = {"K1": {"dense": "dense", "bandits": "bandits", "sparse": "exploration"},
+               "W": {"dense": "weights_dense", "bandits": "weights_bandits", "sparse": "weights_sparse"}}
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -144,6 +153,7 @@ class Verdict(NamedTuple):
     summary: str
     met: bool | None
     rows: tuple[tuple[str, str, str, str, str], ...] = ()
+    score: float | None = None  # what the shipping rule compares when no setting clears (higher is better)
 
 
 def exploration(archives: Path) -> Verdict:
@@ -201,15 +211,20 @@ def exploration(archives: Path) -> Verdict:
     return Verdict(f"{won}/3", counts_met and won >= 2, tuple(rows))
 
 
-def no_harm(archives: Path) -> Verdict:
-    """Print the per-task differences (summary: ``<n>below``, the tasks significantly below)."""
-    data = returns(archives, "dense")
-    if data is None or any((env, a) not in data for env in DENSE for a in ("svgd-ppo", "independent-ppo")):
-        print("\nNo harm: waiting")
+def no_harm(archives: Path, setting: str = "K1") -> Verdict:
+    """Print the per-task differences of ``setting``'s ``svgd-ppo`` runs (K1: the dense part; W: the
+    addendum's ``weights_dense``) from the dense part's ``independent-ppo`` (summary: ``<n>below``, the tasks
+    significantly below; score: the smallest mean ratio)."""
+    stein, independent = returns(archives, STEIN_PARTS[setting]["dense"]), returns(archives, "dense")
+    if stein is None or independent is None or any(
+            (env, "svgd-ppo") not in stein or (env, "independent-ppo") not in independent for env in DENSE):
+        print(f"\nNo harm, {setting}: waiting")
         return Verdict("waiting", None)
+    data = {**{(env, "svgd-ppo"): stein[(env, "svgd-ppo")] for env in DENSE},
+            **{(env, "independent-ppo"): independent[(env, "independent-ppo")] for env in DENSE}}
     tests = {env: welch(data[(env, "svgd-ppo")], data[(env, "independent-ppo")]) for env in DENSE}
     adjusted = dict(zip(tests, holm([t[3] for t in tests.values()])))
-    print("\nNo harm (Stein − independent-ppo, Welch 95 %; two-sided p, Holm over 6):")
+    print(f"\nNo harm, {setting} (Stein − independent-ppo, Welch 95 %; two-sided p, Holm over 6):")
     below, met, ratios = 0, True, []
     for env, (diff, low, high, p) in tests.items():
         ratio = float(np.mean(data[(env, "svgd-ppo")]) / np.mean(data[(env, "independent-ppo")]))
@@ -221,11 +236,11 @@ def no_harm(archives: Path) -> Verdict:
             "above" if adjusted[env] < ALPHA else f"no detectable difference (interval {low:.1f} to {high:.1f})")
         print(f"  {env}: {diff:+.1f} [{low:.1f}, {high:.1f}], ratio {ratio:.0%}, p {p:.4f}, Holm {adjusted[env]:.4f}: "
               f"{verdict}")
-    row = ("dense MuJoCo (6 tasks): Stein's mean / independent's",
+    row = (f"dense MuJoCo (6 tasks), {setting}: Stein's mean / independent's",
            f"{min(ratios) * 100:.0f} % to {max(ratios) * 100:.0f} %", "100 %", "–",
            f"below on {below} of 6 (Welch, Holm over 6)"
            + ("" if below == 6 else "; the others: no detectable difference or above"))
-    return Verdict(f"{below}below", met, (row,))
+    return Verdict(f"{below}below", met, (row,), min(ratios))
 
 
 def swingup(archives: Path) -> Verdict:
@@ -242,19 +257,23 @@ def swingup(archives: Path) -> Verdict:
     return Verdict(f"{mean:.1f}", mean >= SWINGUP_BAR, (row,))
 
 
-def bandits(archives: Path) -> Verdict:
-    regret = per_trial(archives, "bandits", final=True)  # bandit/cumulative_regret after the last round
-    if not regret or not {"svgd-ts", "independent-ts"} <= set(regret):
-        print("\nBandits: waiting")
+def bandits(archives: Path, setting: str = "K1") -> Verdict:
+    """``setting``'s ``svgd-ts`` regret (K1: the bandits part; W: ``weights_bandits``) against the bandits
+    part's ``independent-ts`` (score: minus Stein's mean regret)."""
+    stein = per_trial(archives, STEIN_PARTS[setting]["bandits"], final=True)  # the regret after the last round
+    independent = per_trial(archives, "bandits", final=True)
+    if not stein or not independent or "svgd-ts" not in stein or "independent-ts" not in independent:
+        print(f"\nBandits, {setting}: waiting")
         return Verdict("waiting", None)
+    regret = {"svgd-ts": stein["svgd-ts"], "independent-ts": independent["independent-ts"]}
     diff, low, high, p = welch(regret["svgd-ts"], regret["independent-ts"])
-    print(f"\nBandits (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
+    print(f"\nBandits, {setting} (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
           f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], "
           f"p {p:.4f}")
-    (stein, s_half), (independent, i_half) = mean_ci(regret["svgd-ts"]), mean_ci(regret["independent-ts"])
-    row = ("Mushroom (Thompson sampling): cumulative regret", f"{stein:.1f} ± {s_half:.1f}",
-           f"{independent:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
-    return Verdict(f"{diff:+.1f}", low <= 0, (row,))
+    (mean, s_half), (independent_mean, i_half) = mean_ci(regret["svgd-ts"]), mean_ci(regret["independent-ts"])
+    row = (f"Mushroom (Thompson sampling), {setting}: cumulative regret", f"{mean:.1f} ± {s_half:.1f}",
+           f"{independent_mean:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
+    return Verdict(f"{diff:+.1f}", low <= 0, (row,), -mean)
 
 
 def mountaincar_exception(archives: Path) -> Verdict:
@@ -279,6 +298,55 @@ def mountaincar_exception(archives: Path) -> Verdict:
     return Verdict(f"{stein}/{n_s}", held, (row,))
 
 
+def weights_sparse(archives: Path) -> Verdict:
+    """W's sparse goal counts against the exploration, entropy and floor parts' ``independent-ppo`` rows:
+    one-sided Fisher (W reaches it more often), uncorrected and secondary: not in the family of 9."""
+    stein = returns(archives, STEIN_PARTS["W"]["sparse"])
+    rows = {label: returns(archives, ROWS[label][0]) for label in BASELINES}
+    if stein is None or None in rows.values() or any(
+            (env, "svgd-ppo") not in stein or (env, "independent-ppo") not in rows[b] for env in SPARSE for b in rows):
+        print("\nW on the sparse tasks (secondary): waiting")
+        return Verdict("waiting", None)
+    print("\nW on the sparse tasks (secondary; one-sided Fisher, W > row, uncorrected):")
+    cells: dict[str, list[str]] = defaultdict(list)
+    for env in SPARSE:
+        threshold = _threshold(env)
+        goals = goal_count(stein[(env, "svgd-ppo")], threshold)
+        tests = []
+        for label in BASELINES:
+            base = goal_count(rows[label][(env, "independent-ppo")], threshold)
+            cells[label].append(f"{base[0]}/{base[1]}")
+            tests.append(f"vs {label} {base[0]}/{base[1]}: p {fisher_greater(*goals, *base):.4f}")
+        cells["W"].append(f"{goals[0]}/{goals[1]}")
+        print(f"  {env}: W {goals[0]}/{goals[1]}; " + "; ".join(tests))
+    row = ("sparse MuJoCo, W: goals reached", ", ".join(cells["W"]), ", ".join(cells["independent"]),
+           f"+ entropy {', '.join(cells['+ entropy'])}; + floor {', '.join(cells['+ floor'])}",
+           "secondary (one-sided Fisher, uncorrected; not in the family of 9)")
+    return Verdict(",".join(cells["W"]), None, (row,))
+
+
+def shipped(k1: dict[str, Verdict], w: dict[str, Verdict]) -> str:
+    """The shipping rule (the page's change of 2026-11-29). ``W`` when W clears the dense, bandit, swing-up
+    and MountainCar targets; otherwise ``family:setting`` per family: W where it clears, else K1 where it
+    clears, else the higher score marked ``(missed)``; the swing-up keeps W (K1 failed its screen), and
+    MountainCar keeps W only where the addendum holds (else its exception is ``withdrawn``). ``waiting``
+    while a verdict it needs is."""
+    if None in (w["dense"].met, w["bandits"].met, w["swingup"].met, w["mountaincar"].met,
+                k1["dense"].met, k1["bandits"].met):
+        return "waiting"
+    if all(w[family].met for family in ("dense", "bandits", "swingup", "mountaincar")):
+        return "W"
+    picks = []
+    for family in ("dense", "bandits"):
+        if w[family].met or k1[family].met:
+            picks.append(f"{family}:{'W' if w[family].met else 'K1'}")
+        else:
+            picks.append(f"{family}:{'W' if w[family].score >= k1[family].score else 'K1'}(missed)")
+    picks.append("swingup:W" + ("" if w["swingup"].met else "(missed)"))
+    picks.append("mountaincar:" + ("W" if w["mountaincar"].met else "withdrawn"))
+    return ",".join(picks)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--archives", type=Path, default=ROOT / "research" / "archives",
@@ -289,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     results = {"exploration": exploration(args.archives), "no_harm": no_harm(args.archives),
                "swingup": swingup(args.archives), "bandits": bandits(args.archives)}
     exception = mountaincar_exception(args.archives)  # not part of the moonshot: a per-task exception
-    rows = [row for verdict in (*results.values(), exception) for row in verdict.rows]
+    weights = {"dense": no_harm(args.archives, "W"), "bandits": bandits(args.archives, "W"),
+               "sparse": weights_sparse(args.archives), "swingup": results["swingup"], "mountaincar": exception}
+    rows = [row for verdict in (*results.values(), exception, *(weights[f] for f in ("sparse", "dense", "bandits")))
+            for row in verdict.rows]
     if rows:
         print("\n| task family | shipped Stein | independent | explaining baseline | result |\n|---|---|---|---|---|")
         for row in rows:
@@ -297,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     met = [verdict.met for verdict in results.values()]
     moonshot = "waiting" if None in met else ("yes" if all(met) else "no")
     print("repulsion_confirm " + " ".join(f"{k}={v.summary}" for k, v in results.items())
-          + f" mountaincar_exception={exception.summary} moonshot={moonshot}")
+          + f" mountaincar_exception={exception.summary} moonshot={moonshot}"
+          + f" shipped={shipped({'dense': results['no_harm'], 'bandits': results['bandits']}, weights)}")
     return 0
 
 
