@@ -220,14 +220,13 @@ def no_harm(archives: Path, setting: str = "K1") -> Verdict:
             (env, "svgd-ppo") not in stein or (env, "independent-ppo") not in independent for env in DENSE):
         print(f"\nNo harm, {setting}: waiting")
         return Verdict("waiting", None)
-    data = {**{(env, "svgd-ppo"): stein[(env, "svgd-ppo")] for env in DENSE},
-            **{(env, "independent-ppo"): independent[(env, "independent-ppo")] for env in DENSE}}
-    tests = {env: welch(data[(env, "svgd-ppo")], data[(env, "independent-ppo")]) for env in DENSE}
+    pairs = {env: (stein[(env, "svgd-ppo")], independent[(env, "independent-ppo")]) for env in DENSE}
+    tests = {env: welch(*pairs[env]) for env in DENSE}
     adjusted = dict(zip(tests, holm([t[3] for t in tests.values()])))
     print(f"\nNo harm, {setting} (Stein − independent-ppo, Welch 95 %; two-sided p, Holm over 6):")
     below, met, ratios = 0, True, []
     for env, (diff, low, high, p) in tests.items():
-        ratio = float(np.mean(data[(env, "svgd-ppo")]) / np.mean(data[(env, "independent-ppo")]))
+        ratio = float(np.mean(pairs[env][0]) / np.mean(pairs[env][1]))
         ratios.append(ratio)
         significant_below = adjusted[env] < ALPHA and diff < 0
         below += significant_below
