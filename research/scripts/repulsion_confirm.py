@@ -68,9 +68,9 @@ ROWS = {
 }
 BASELINES = ("independent", "+ entropy", "+ floor")
 #: the two settings the shipping rule weighs (the page's change of 2026-11-29) -> family -> the part holding
-#: their Stein runs
-STEIN_PARTS = {"K1": {"dense": "dense", "bandits": "bandits", "sparse": "exploration"},
-               "W": {"dense": "weights_dense", "bandits": "weights_bandits", "sparse": "weights_sparse"}}
+#: their Stein runs (K1's sparse runs are the primary family's ``Stein`` row; W's: ``weights_sparse``)
+STEIN_PARTS = {"K1": {"dense": "dense", "bandits": "bandits"},
+               "W": {"dense": "weights_dense", "bandits": "weights_bandits"}}
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -259,17 +259,15 @@ def swingup(archives: Path) -> Verdict:
 def bandits(archives: Path, setting: str = "K1") -> Verdict:
     """``setting``'s ``svgd-ts`` regret (K1: the bandits part; W: ``weights_bandits``) against the bandits
     part's ``independent-ts`` (score: minus Stein's mean regret)."""
-    stein = per_trial(archives, STEIN_PARTS[setting]["bandits"], final=True)  # the regret after the last round
-    independent = per_trial(archives, "bandits", final=True)
-    if not stein or not independent or "svgd-ts" not in stein or "independent-ts" not in independent:
+    stein = (per_trial(archives, STEIN_PARTS[setting]["bandits"], final=True) or {}).get("svgd-ts")
+    independent = (per_trial(archives, "bandits", final=True) or {}).get("independent-ts")  # the last round's regret
+    if not stein or not independent:
         print(f"\nBandits, {setting}: waiting")
         return Verdict("waiting", None)
-    regret = {"svgd-ts": stein["svgd-ts"], "independent-ts": independent["independent-ts"]}
-    diff, low, high, p = welch(regret["svgd-ts"], regret["independent-ts"])
-    print(f"\nBandits, {setting} (Mushroom, cumulative regret; Stein {np.mean(regret['svgd-ts']):.1f}, independent-ts "
-          f"{np.mean(regret['independent-ts']):.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], "
-          f"p {p:.4f}")
-    (mean, s_half), (independent_mean, i_half) = mean_ci(regret["svgd-ts"]), mean_ci(regret["independent-ts"])
+    diff, low, high, p = welch(stein, independent)
+    (mean, s_half), (independent_mean, i_half) = mean_ci(stein), mean_ci(independent)
+    print(f"\nBandits, {setting} (Mushroom, cumulative regret; Stein {mean:.1f}, independent-ts "
+          f"{independent_mean:.1f}): Stein − independent {diff:+.1f} [{low:.1f}, {high:.1f}], p {p:.4f}")
     row = (f"Mushroom (Thompson sampling), {setting}: cumulative regret", f"{mean:.1f} ± {s_half:.1f}",
            f"{independent_mean:.1f} ± {i_half:.1f}", "–", f"difference {diff:+.1f} ({low:.1f} to {high:.1f}, Welch)")
     return Verdict(f"{diff:+.1f}", low <= 0, (row,), -mean)
@@ -300,7 +298,7 @@ def mountaincar_exception(archives: Path) -> Verdict:
 def weights_sparse(archives: Path) -> Verdict:
     """W's sparse goal counts against the exploration, entropy and floor parts' ``independent-ppo`` rows:
     one-sided Fisher (W reaches it more often), uncorrected and secondary: not in the family of 9."""
-    stein = returns(archives, STEIN_PARTS["W"]["sparse"])
+    stein = returns(archives, "weights_sparse")
     rows = {label: returns(archives, ROWS[label][0]) for label in BASELINES}
     if stein is None or None in rows.values() or any(
             (env, "svgd-ppo") not in stein or (env, "independent-ppo") not in rows[b] for env in SPARSE for b in rows):
