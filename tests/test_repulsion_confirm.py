@@ -55,6 +55,9 @@ def _comparison(folder: Path, rows: list[tuple[str, str, float]]) -> None:
         writer = csv.writer(f)
         writer.writerow(["env", "algo", "policy", "eval_mean"])
         for env, algo, value in rows:
+            if algo == "sb3-ppo":  # one policy: compare names it "sb3"
+                writer.writerow([env, algo, "sb3", value])
+                continue
             writer.writerow([env, algo, "ensemble-select", value])
             writer.writerow([env, algo, "best-train", 1e9])  # not the scored policy: must be ignored
 
@@ -85,7 +88,7 @@ def _archives(tmp_path: Path, stein_goals: int, dense_shift: float) -> Path:
         _comparison(tmp_path / f"repulsion_confirm_{part}",
                     [(e, "independent-ppo", v) for e, g in tasks.items() for v in seeds(g, 1)])
     _comparison(tmp_path / "repulsion_confirm_sb3",
-                [(e, "sb3-ppo", g - 5.0) for e, g in tasks.items() for _ in range(5)])
+                [(e, "sb3-ppo", g + (5.0 if i == 0 else -5.0)) for e, g in tasks.items() for i in range(5)])
     spread = [-2.0, -1.0, 0.0, 1.0, 2.0]
     _comparison(tmp_path / "repulsion_confirm_dense",
                 [(e, a, 1000.0 + s + (dense_shift if a == "svgd-ppo" else 0.0))
@@ -103,6 +106,7 @@ def test_a_clear_win_is_reported_as_the_moonshot(tmp_path, capsys):
     assert confirm.main(["--archives", str(_archives(tmp_path, stein_goals=8, dense_shift=0.0))]) == 0
     out = capsys.readouterr().out
     assert "| SparseHalfCheetah | ≥ 1 | 8/10" in out
+    assert "| 1/10 (mean -3.0) | 1/5 (mean -2.0) |" in out  # the floor row, then SB3's one policy per run
     assert ("| sparse MuJoCo (SparseHalfCheetah, EpisodicHopper, EpisodicWalker2d): goals reached | 8/10, 8/10, 8/10 "
             "| 1/10, 1/10, 1/10 | + entropy 1/10, 1/10, 1/10; + floor 1/10, 1/10, 1/10 | won on 3 of 3") in out
     assert out.splitlines()[-1] == ("repulsion_confirm exploration=3/3 no_harm=0below swingup=404.5 bandits=-2.0 "

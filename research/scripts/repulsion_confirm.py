@@ -69,6 +69,8 @@ ROWS = {
 BASELINES = ("independent", "+ entropy", "+ floor")
 #: the two settings the shipping rule weighs (the page's change of 2026-11-29) -> family -> the part holding
 #: their Stein runs (K1's sparse runs are the primary family's ``Stein`` row; W's: ``weights_sparse``)
+#: the policy ``steinrl compare`` scores per run: the particle picked on held-out episodes; SB3's one policy
+SCORED_POLICIES = ("ensemble-select", "sb3")
 STEIN_PARTS = {"K1": {"dense": "dense", "bandits": "bandits"},
                "W": {"dense": "weights_dense", "bandits": "weights_bandits"}}
 
@@ -119,14 +121,15 @@ def _threshold(env: str) -> float:
 
 
 def returns(archives: Path, part: str) -> dict[tuple[str, str], list[float]] | None:
-    """``(env, algo) -> [evaluation return per seed]`` of a part's ``ensemble-select`` rows; None if absent."""
+    """``(env, algo) -> [evaluation return per seed]`` of a part's scored rows (``SCORED_POLICIES``); None if
+    absent."""
     path = archives / f"repulsion_confirm_{part}" / "comparison.csv"
     if not path.exists():
         return None
     out: dict[tuple[str, str], list[float]] = defaultdict(list)
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            if row["policy"] == "ensemble-select":
+            if row["policy"] in SCORED_POLICIES:
                 out[(row["env"], row["algo"])].append(float(row["eval_mean"]))
     return dict(out)
 
