@@ -67,10 +67,10 @@ ROWS = {
     "SB3": ("sb3", "sb3-ppo"),
 }
 BASELINES = ("independent", "+ entropy", "+ floor")
-#: the two settings the shipping rule weighs (the page's change of 2026-11-29) -> family -> the part holding
-#: their Stein runs (K1's sparse runs are the primary family's ``Stein`` row; W's: ``weights_sparse``)
 #: the policy ``steinrl compare`` scores per run: the particle picked on held-out episodes; SB3's one policy
 SCORED_POLICIES = ("ensemble-select", "sb3")
+#: the two settings the shipping rule weighs (the page's change of 2026-11-29) -> family -> the part holding
+#: their Stein runs (K1's sparse runs are the primary family's ``Stein`` row; W's: ``weights_sparse``)
 STEIN_PARTS = {"K1": {"dense": "dense", "bandits": "bandits"},
                "W": {"dense": "weights_dense", "bandits": "weights_bandits"}}
 
