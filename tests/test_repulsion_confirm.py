@@ -193,3 +193,15 @@ def test_where_neither_clears_the_smaller_shortfall_ships_marked_missed(tmp_path
     assert confirm.main(["--archives", str(archives)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(
         " shipped=dense:K1(missed),bandits:W,swingup:W,mountaincar:W")
+
+
+def test_a_dense_gap_below_only_before_correction_is_named_so(tmp_path, capsys):
+    # Stein 2.5 lower at a spread of 1.58: Welch t = 2.5 on 8 df, p = 0.037 per task; Holm over six equal
+    # p's gives 6 × 0.037 = 0.22: no task below after correction, yet no interval holds 0; the mean ratio
+    # (99.75 %) still meets the no-harm target
+    assert confirm.main(["--archives", str(_archives(tmp_path, stein_goals=5, dense_shift=-2.5))]) == 0
+    out = capsys.readouterr().out
+    assert "Hopper-v5: -2.5" in out and ": below uncorrected, not after Holm" in out
+    assert "no detectable difference" not in out.split("No harm, K1")[1].split("Swing-up")[0]
+    assert "below on 0 of 6 (Welch, Holm over 6); target met" in out
+    assert " no_harm=0below " in out.splitlines()[-1]

@@ -234,14 +234,17 @@ def no_harm(archives: Path, setting: str = "K1") -> Verdict:
         significant_below = adjusted[env] < ALPHA and diff < 0
         below += significant_below
         met &= (ratio >= 0.95 or low <= 0 <= high) and not significant_below
-        verdict = "below" if significant_below else (
-            "above" if adjusted[env] < ALPHA else f"no detectable difference (interval {low:.1f} to {high:.1f})")
+        if significant_below or adjusted[env] < ALPHA:
+            verdict = "below" if significant_below else "above"
+        elif low <= 0 <= high:
+            verdict = f"no detectable difference (interval {low:.1f} to {high:.1f})"
+        else:  # the uncorrected interval excludes 0, Holm's p does not reach ALPHA
+            verdict = f"{'below' if diff < 0 else 'above'} uncorrected, not after Holm"
         print(f"  {env}: {diff:+.1f} [{low:.1f}, {high:.1f}], ratio {ratio:.0%}, p {p:.4f}, Holm {adjusted[env]:.4f}: "
               f"{verdict}")
     row = (f"dense MuJoCo (6 tasks), {setting}: Stein's mean / independent's",
            f"{min(ratios) * 100:.0f} % to {max(ratios) * 100:.0f} %", "100 %", "–",
-           f"below on {below} of 6 (Welch, Holm over 6)"
-           + ("" if below == 6 else "; the others: no detectable difference or above"))
+           f"below on {below} of 6 (Welch, Holm over 6); target {'met' if met else 'missed'}")
     return Verdict(f"{below}below", met, (row,), min(ratios))
 
 
