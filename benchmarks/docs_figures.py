@@ -23,7 +23,6 @@ A figure whose source is not in the repository is named and left as it is. Last 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import sys
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steinrl.run.plotting import Curve, Panel, draw_panels  # noqa: E402
-from steinrl.run.sweep_report import _read_trial_rows, plot_curves, read_results_csv  # noqa: E402
+from steinrl.run.sweep_report import plot_curves, read_results_csv  # noqa: E402
 
 #: the folders whose figures this script accounts for
 FOLDERS = (ROOT / "docs", ROOT / "research")
@@ -60,13 +59,7 @@ NOT_ARCHIVED = {
 
 def study_figure(directory: Path) -> object:
     """``curves.png`` of a sweep archive, against its kept x column if it has one (as archived: no re-binning)."""
-    archive = directory / "results.csv.gz"
-    columns, _ = _read_trial_rows(archive)
-    trials = read_results_csv(archive)
-    x_keys = [c for c in columns if c.startswith("time/")]
-    if x_keys:
-        trials = [dataclasses.replace(t, x_key=x_keys[0]) for t in trials]
-    return plot_curves(trials, directory / "curves.png")
+    return plot_curves(read_results_csv(directory / "results.csv.gz"), directory / "curves.png")
 
 
 def bandit_figure(figure: Path) -> object:

@@ -346,6 +346,26 @@ def test_combine_bins_curves_on_a_logged_x():
     assert [r[metric] for r in seconds[1].rows] == [3.0]  # x 2 and 4 s (6 s is past the reach)
 
 
+def test_an_archive_binned_on_env_steps_makes_its_summary_again(tmp_path):
+    """An ``--x`` archive read back is against its kept x, not the bin index: the summary's "reaches 95 %"
+    is in env steps again (here bin centres 25 and 75 of reach 100, by hand), as when it was archived."""
+    combine = runpy.run_path(str(ROOT / "benchmarks" / "combine_sweeps.py"), run_name="combine")
+    metric = "rollout/ep_rew_max_particle"
+    rows = [{"iteration": k, "time/total_env_steps": 20.0 * k, "time/total_seconds": float(k), metric: v}
+            for k, v in zip(range(1, 6), (0.0, 1.0, 9.0, 10.0, 10.0))]
+    (tmp_path / "sweep").mkdir()
+    write_outputs([TrialRun("a", "svgd-ppo", "Hopper-v5", 0, {}, metric, "iteration", rows, 1.0)],
+                  tmp_path / "sweep", "sweep")
+    assert combine["main"]([str(tmp_path / "sweep"), "--x", "time/total_env_steps", "--bins", "2", "--archive",
+                            "--out", str(tmp_path / "arch")]) == 0
+    back = read_results_csv(tmp_path / "arch" / "results.csv.gz")
+    assert back[0].x_key == "time/total_env_steps" and back[0].curve() == {25.0: 0.5, 75.0: 29.0 / 3}
+    assert combine["main"]([str(tmp_path / "arch"), "--archive", "--out", str(tmp_path / "again")]) == 0
+    table = [line for line in (tmp_path / "again" / "summary.md").read_text().splitlines() if "svgd-ppo" in line]
+    assert table == [line for line in (tmp_path / "arch" / "summary.md").read_text().splitlines() if "svgd-ppo" in line]
+    assert "| 75 |" in table[0]  # the seed-mean curve is within 5 % of its rise first at x = 75 env steps
+
+
 # --- end to end -------------------------------------------------------------------------
 def test_smoke_sweep_end_to_end(tmp_path):
     pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install -e '.[sweep]')")

@@ -226,7 +226,9 @@ def write_results_csv(trials: Sequence[TrialRun], path: Path, headline_only: boo
 
 def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = None) -> list[TrialRun]:
     """The trials of a ``results.csv`` (as :func:`write_results_csv` wrote it), so that the
-    results of several sweeps can be reported together.
+    results of several sweeps can be reported together. An archive binned on a logged x
+    (``combine_sweeps.py --x KEY --archive``: the headline and one ``time/...`` column) is read
+    against that x, so that its summary is made again as it was.
 
     :param extra_params: added to every trial's grid values (e.g. ``{"variant": "frozen"}``:
         tells apart trials of one algo that came from sweeps with different fixed config).
@@ -237,6 +239,9 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
 
     columns, rows_by_trial = _read_trial_rows(path)
     params = columns[columns.index("seed") + 1:columns.index("iteration")]
+    headlines = {parse_algo(rows[0]["algo"]).job.headline_metric for rows in rows_by_trial.values()}
+    kept = [c for c in columns[columns.index("iteration") + 1:] if c not in headlines and c != "wall_s"]
+    archived_x = kept[0] if len(kept) == 1 and kept[0].startswith("time/") else None
     trials = []
     for trial_id, rows in rows_by_trial.items():
         first, job = rows[0], parse_algo(rows[0]["algo"]).job
@@ -251,7 +256,7 @@ def read_results_csv(path: str | Path, extra_params: Mapping[str, Any] | None = 
         grid = {k: yaml.safe_load(first[k]) for k in params if first[k] != ""}
         trials.append(TrialRun(trial_id, first["algo"], first["env"], int(first["seed"]),
                                {**grid, **(extra_params or {})}, job.headline_metric,
-                               job.x_metric or "iteration", values, float(first["wall_s"])))
+                               archived_x or job.x_metric or "iteration", values, float(first["wall_s"])))
     return trials
 
 
