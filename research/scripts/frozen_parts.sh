@@ -7,16 +7,22 @@
 #   research/scripts/frozen_parts.sh run DIR PART...        # each research/sweeps/repulsion_confirm_<PART>.yaml
 #                                                           # in order (a finished part returns at once), then
 #                                                           # archives it into this checkout's research/archives/
-#   research/scripts/frozen_parts.sh archive DIR PART [--where KEY=VALUE]...
-#                                                           # archive a part now (--where: only those trials,
-#                                                           # into research/archives/partial/<PART>/)
+#   research/scripts/frozen_parts.sh archive DIR PART [--partial]
+#                                                           # archive a part now; --partial: its finished runs
+#                                                           # only, into research/archives/partial/<PART>/ (stop
+#                                                           # its sweep with SIGINT first). Its other trials run
+#                                                           # from a spec of the same settings (PART_rest), then:
+#   benchmarks/combine_sweeps.py research/archives/partial/repulsion_confirm_<PART> runs/sweeps/repulsion_confirm_<PART>_rest
+#       --x time/total_env_steps --archive --out research/archives/repulsion_confirm_<PART>
+#   steinrl compare research/archives/partial/repulsion_confirm_<PART>/comparison.csv runs/sweeps/repulsion_confirm_<PART>_rest
+#       --device cpu --out research/archives/repulsion_confirm_<PART>/comparison.csv
 #
 # Logs: DIR/runs/logs/<PART>.log (the sweep) and DIR/runs/logs/chain.log (start, end, archived lines).
 set -euo pipefail
 main_root="$(cd "$(dirname "$0")/../.." && pwd)"
 export RAY_AUTH_MODE=disabled
 
-usage() { echo "usage: $0 setup COMMIT DIR | run DIR PART... | archive DIR PART [--where KEY=VALUE]..." >&2; exit 2; }
+usage() { echo "usage: $0 setup COMMIT DIR | run DIR PART... | archive DIR PART [--partial]" >&2; exit 2; }
 
 setup() {
   local commit=$1 dir=$2 spec
@@ -35,33 +41,44 @@ setup() {
 }
 
 archive() {
-  local dir=$1 part=$2; shift 2
+  local dir=$1 part=$2 partial=${3:-}
   local sweep="runs/sweeps/repulsion_confirm_$part" out="$main_root/research/archives/repulsion_confirm_$part"
-  [ $# -gt 0 ] && out="$main_root/research/archives/partial/repulsion_confirm_$part"
   cd "$dir"
-  "$dir-venv/bin/python" benchmarks/combine_sweeps.py "$sweep" "$@" --x time/total_env_steps --archive --out "$out"
-  "$dir-venv/bin/steinrl" compare "$sweep" --device cpu --out "$out/comparison.csv"
-  if [ $# -gt 0 ]; then
-    # a part stopped early: keep the finished runs' rows, and only if they are the trials the curves kept
-    "$dir-venv/bin/python" - "$out" <<'PY'
+  if [ "$partial" != --partial ]; then
+    "$dir-venv/bin/python" benchmarks/combine_sweeps.py "$sweep" --x time/total_env_steps --archive --out "$out"
+    "$dir-venv/bin/steinrl" compare "$sweep" --device cpu --out "$out/comparison.csv"
+  else
+    # a part a session's end stopped (its sweep interrupted, so that results.csv holds what ran): its finished
+    # runs' evaluations, and their headline curves unbinned against env steps, to be joined with the rest
+    out="$main_root/research/archives/partial/repulsion_confirm_$part"
+    mkdir -p "$out"
+    "$dir-venv/bin/steinrl" compare "$sweep" --device cpu --out "$out/all.csv"
+    "$dir-venv/bin/python" - "$sweep" "$out" <<'PY'
+import csv
+import dataclasses
 import sys
 from pathlib import Path
 
-import pandas as pd
+from steinrl.run.sweep_report import read_results_csv, write_results_csv
 
-out = Path(sys.argv[1])
-rows = pd.read_csv(out / "comparison.csv")
-rows = rows[rows["finished"]]
-curves = pd.read_csv(out / "results.csv.gz")
-key = ["algo", "env", "seed"]
-scored = set(map(tuple, rows[key].drop_duplicates().values.tolist()))
-drawn = set(map(tuple, curves[key].drop_duplicates().values.tolist()))
-if scored != drawn:
-    sys.exit(f"error: the finished runs {sorted(scored)} are not the trials --where kept {sorted(drawn)}")
-rows.to_csv(out / "finished.csv", index=False)
+sweep, out = Path(sys.argv[1]), Path(sys.argv[2])
+with open(out / "all.csv", newline="") as f:
+    rows = list(csv.DictReader(f))
+finished = [r for r in rows if r["finished"] == "True"]
+runs = {(r["algo"], r["env"], int(r["seed"])) for r in finished}
+trials = [dataclasses.replace(t, x_key="time/total_env_steps") for t in read_results_csv(sweep / "results.csv")
+          if (t.algo, t.env, t.seed) in runs]
+if len(trials) != len(runs):
+    sys.exit(f"error: {sweep}/results.csv holds {len(trials)} of the {len(runs)} finished runs")
+write_results_csv(trials, out / "results.csv.gz", headline_only=True)
+with open(out / "finished.csv", "w", newline="") as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(finished)
+print(f"partial archive: {len(runs)} finished runs of {len({(r['algo'], r['env'], r['seed']) for r in rows})}")
 PY
     "$dir-venv/bin/steinrl" compare "$out/finished.csv" --out "$out/comparison.csv"
-    rm "$out/finished.csv"
+    rm -f "$out/all.csv" "$out/all.md" "$out/finished.csv"
   fi
   echo "$(date -u +%FT%T) archived $part into $out" >> runs/logs/chain.log
 }
@@ -83,6 +100,6 @@ command=$1; shift
 case "$command" in
   setup) [ $# -eq 2 ] || usage; setup "$@" ;;
   run) [ $# -ge 2 ] || usage; run "$@" ;;
-  archive) [ $# -ge 2 ] || usage; archive "$@" ;;
+  archive) [ $# -eq 2 ] || [ $# -eq 3 ] && [ "${3:---partial}" = --partial ] || usage; archive "$@" ;;
   *) usage ;;
 esac
