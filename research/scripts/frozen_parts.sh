@@ -11,11 +11,10 @@
 #                                                           # archive a part now; --partial: its finished runs
 #                                                           # only, into research/archives/partial/<PART>/ (stop
 #                                                           # its sweep with SIGINT first). Its other trials run
-#                                                           # from a spec of the same settings (PART_rest), then:
-#   benchmarks/combine_sweeps.py research/archives/partial/repulsion_confirm_<PART> runs/sweeps/repulsion_confirm_<PART>_rest
-#       --x time/total_env_steps --archive --out research/archives/repulsion_confirm_<PART>
-#   steinrl compare research/archives/partial/repulsion_confirm_<PART>/comparison.csv runs/sweeps/repulsion_confirm_<PART>_rest
-#       --device cpu --out research/archives/repulsion_confirm_<PART>/comparison.csv
+#                                                           # from a spec of the same settings (PART_rest); `run`
+#                                                           # and `archive` of PART_rest join the two into PART's
+#                                                           # archive (combine_sweeps.py HALF REST --x ...
+#                                                           # --archive; steinrl compare HALF/comparison.csv REST)
 #
 # Logs: DIR/runs/logs/<PART>.log (the sweep) and DIR/runs/logs/chain.log (start, end, archived lines).
 set -euo pipefail
@@ -44,7 +43,13 @@ archive() {
   local dir=$1 part=$2 partial=${3:-}
   local sweep="runs/sweeps/repulsion_confirm_$part" out="$main_root/research/archives/repulsion_confirm_$part"
   cd "$dir"
-  if [ "$partial" != --partial ]; then
+  local halves="$main_root/research/archives/partial/repulsion_confirm_${part%_rest}"
+  if [ "$partial" != --partial ] && [ "$part" != "${part%_rest}" ] && [ -d "$halves" ]; then
+    # the rest of a part stopped earlier: joined with its archived half into the part's archive
+    out="$main_root/research/archives/repulsion_confirm_${part%_rest}"
+    "$dir-venv/bin/python" benchmarks/combine_sweeps.py "$halves" "$sweep" --x time/total_env_steps --archive --out "$out"
+    "$dir-venv/bin/steinrl" compare "$halves/comparison.csv" "$sweep" --device cpu --out "$out/comparison.csv"
+  elif [ "$partial" != --partial ]; then
     "$dir-venv/bin/python" benchmarks/combine_sweeps.py "$sweep" --x time/total_env_steps --archive --out "$out"
     "$dir-venv/bin/steinrl" compare "$sweep" --device cpu --out "$out/comparison.csv"
   else
@@ -91,7 +96,7 @@ run() {
     "$dir-venv/bin/steinrl" sweep "research/sweeps/repulsion_confirm_$part.yaml" >> "runs/logs/$part.log" 2>&1 || {
       rc=$?; echo "$(date -u +%FT%T) stopped $part rc=$rc" >> runs/logs/chain.log; return "$rc"; }
     echo "$(date -u +%FT%T) end $part rc=0" >> runs/logs/chain.log
-    [ -f "$main_root/research/archives/repulsion_confirm_$part/comparison.csv" ] || archive "$dir" "$part"
+    [ -f "$main_root/research/archives/repulsion_confirm_${part%_rest}/comparison.csv" ] || archive "$dir" "$part"
   done
 }
 
@@ -100,6 +105,6 @@ command=$1; shift
 case "$command" in
   setup) [ $# -eq 2 ] || usage; setup "$@" ;;
   run) [ $# -ge 2 ] || usage; run "$@" ;;
-  archive) [ $# -eq 2 ] || [ $# -eq 3 ] && [ "${3:---partial}" = --partial ] || usage; archive "$@" ;;
+  archive) { [ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = --partial ]; }; } || usage; archive "$@" ;;
   *) usage ;;
 esac
