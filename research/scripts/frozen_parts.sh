@@ -10,8 +10,9 @@
 #   research/scripts/frozen_parts.sh archive DIR PART [--partial]
 #                                                           # archive a part now; --partial: its finished runs
 #                                                           # only, into research/archives/partial/<PART>/ (stop
-#                                                           # its sweep with SIGINT first). Its other trials run
-#                                                           # from a spec of the same settings (PART_rest); `run`
+#                                                           # its sweep with SIGINT first), whole (algo, task)
+#                                                           # groups only (every seed finished). The other groups
+#                                                           # run from a spec of the same settings (PART_rest); `run`
 #                                                           # and `archive` of PART_rest join the two into PART's
 #                                                           # archive (combine_sweeps.py HALF REST --x ...
 #                                                           # --archive; steinrl compare HALF/comparison.csv REST)
@@ -58,19 +59,26 @@ archive() {
     out="$main_root/research/archives/partial/repulsion_confirm_$part"
     mkdir -p "$out"
     "$dir-venv/bin/steinrl" compare "$sweep" --device cpu --out "$out/all.csv"
-    "$dir-venv/bin/python" - "$sweep" "$out" <<'PY'
+    "$dir-venv/bin/python" - "$sweep" "$out" "research/sweeps/repulsion_confirm_$part.yaml" <<'PY' || { rm -r "$out"; exit 1; }
 import csv
 import dataclasses
 import sys
 from pathlib import Path
 
+from steinrl.run.sweep import load_spec
 from steinrl.run.sweep_report import read_results_csv, write_results_csv
 
-sweep, out = Path(sys.argv[1]), Path(sys.argv[2])
+sweep, out, seeds = Path(sys.argv[1]), Path(sys.argv[2]), set(load_spec(sys.argv[3]).seeds)
 with open(out / "all.csv", newline="") as f:
     rows = list(csv.DictReader(f))
-finished = [r for r in rows if r["finished"] == "True"]
+# whole (algo, task) groups only: a spec crosses algos, tasks and seeds, so a rest of identical settings can run
+# the groups whose seeds did not all finish, again whole
+done = {(r["algo"], r["env"], int(r["seed"])) for r in rows if r["finished"] == "True"}
+whole = {(a, e) for a, e, _ in done if {(a, e, s) for s in seeds} <= done}
+finished = [r for r in rows if r["finished"] == "True" and (r["algo"], r["env"]) in whole]
 runs = {(r["algo"], r["env"], int(r["seed"])) for r in finished}
+if not runs:
+    sys.exit(f"error: no (algo, task) group of {sweep} has every seed finished; nothing archived")
 trials = [dataclasses.replace(t, x_key="time/total_env_steps") for t in read_results_csv(sweep / "results.csv")
           if (t.algo, t.env, t.seed) in runs]
 if len(trials) != len(runs):
@@ -80,7 +88,8 @@ with open(out / "finished.csv", "w", newline="") as f:
     writer = csv.DictWriter(f, list(rows[0]))
     writer.writeheader()
     writer.writerows(finished)
-print(f"partial archive: {len(runs)} finished runs of {len({(r['algo'], r['env'], r['seed']) for r in rows})}")
+print(f"partial archive: {len(runs)} finished runs of {len({(r['algo'], r['env'], r['seed']) for r in rows})} started, "
+      f"in whole groups: {', '.join(sorted(f'{a} on {e}' for a, e in whole)) or 'none'}; the rest runs the other groups")
 PY
     "$dir-venv/bin/steinrl" compare "$out/finished.csv" --out "$out/comparison.csv"
     rm -f "$out/all.csv" "$out/all.md" "$out/finished.csv"
