@@ -94,6 +94,7 @@ PY
     "$dir-venv/bin/steinrl" compare "$out/finished.csv" --out "$out/comparison.csv"
     rm -f "$out/all.csv" "$out/all.md" "$out/finished.csv"
   fi
+  sed -i "s#$main_root/##g" "$out"/*.md  # the commands' paths as in the repository, not this machine's
   echo "$(date -u +%FT%T) archived $part into $out" >> runs/logs/chain.log
 }
 
