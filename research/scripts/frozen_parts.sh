@@ -84,15 +84,15 @@ trials = [dataclasses.replace(t, x_key="time/total_env_steps") for t in read_res
 if len(trials) != len(runs):
     sys.exit(f"error: {sweep}/results.csv holds {len(trials)} of the {len(runs)} finished runs")
 write_results_csv(trials, out / "results.csv.gz", headline_only=True)
-with open(out / "finished.csv", "w", newline="") as f:
+with open(out / "comparison.csv", "w", newline="") as f:  # the finished runs' rows; compare re-makes them
     writer = csv.DictWriter(f, list(rows[0]))
     writer.writeheader()
     writer.writerows(finished)
 print(f"partial archive: {len(runs)} finished runs of {len({(r['algo'], r['env'], r['seed']) for r in rows})} started, "
       f"in whole groups: {', '.join(sorted(f'{a} on {e}' for a, e in whole)) or 'none'}; the rest runs the other groups")
 PY
-    "$dir-venv/bin/steinrl" compare "$out/finished.csv" --out "$out/comparison.csv"
-    rm -f "$out/all.csv" "$out/all.md" "$out/finished.csv"
+    "$dir-venv/bin/steinrl" compare "$out/comparison.csv" --out "$out/comparison.csv"
+    rm -f "$out/all.csv" "$out/all.md"
   fi
   sed -i "s#$main_root/##g" "$out"/*.md  # the commands' paths as in the repository, not this machine's
   echo "$(date -u +%FT%T) archived $part into $out" >> runs/logs/chain.log
