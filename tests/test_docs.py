@@ -32,6 +32,8 @@ RECORDS = {
     # a stopped part's half, removed once research/scripts/frozen_parts.sh joined it with its rest
     "research/archives/partial/repulsion_confirm_mountaincar",
     "research/archives/partial/repulsion_confirm_mountaincar/comparison.csv",
+    "research/archives/partial/repulsion_confirm_weights_dense",
+    "research/archives/partial/repulsion_confirm_weights_dense/comparison.csv",
 }
 CODE_FILES = [p for pattern in ("steinrl/**/*.py", "benchmarks/**/*.py", "envs/**/*.py", "tests/**/*.py",
                                 "configs/**/*.yaml", "research/scripts/*.py", "research/sweeps/*.yaml", "*.py",
