@@ -121,7 +121,7 @@ def recorded(old: dict, algo: str) -> dict:
 
 
 #: The coupling the recorded references (tests/data/*.json) were made with: the code's default, the RBF
-#: kernel on the weights at lambda = 1, from before the task files carried the shipped function-space setting.
+#: kernel on the weights at lambda = 1 (what the task files ship; set explicitly, whatever they ship).
 RECORDED_COUPLING = {"update.kernel": {"space": "weights"}, "update.repulsion": "constant"}
 
 

@@ -158,14 +158,19 @@ def test_kernel_choice_and_errors():
 def test_update_kernel_option():
     """``update.kernel`` is declared by the stein update, for RL and Stein Thompson sampling
     alike, as a name or a mapping of name and parameters; the independent update has no kernel.
-    The code's default is the RBF kernel on the weights (a task without a file); the task files carry
-    the shipped function-space setting, which a named kernel replaces whole."""
+    The code's default is the RBF kernel on the weights at lambda = 1 (a task without a file); every task
+    file ships the same (the repulsion study's W); a function-space kernel is a mapping away."""
     spec = load_config(algo="svgd-a2c", env="Acrobot-v1").update.kernel
     assert spec == {"name": "rbf", "bandwidth": "svpg", "space": "weights"}
-    shipped = load_config(algo="svgd-a2c", env="CartPole-v1").update
-    assert shipped.kernel == {"name": "rbf", "bandwidth": "svpg", "space": "functions", "states": 64,
-                              "driving": "weights"}
-    assert shipped.repulsion == {"name": "share", "target": 0.05, "per": "particle"}
+    for env in ("CartPole-v1", "Walker2d-v5", "SparseHalfCheetah", "CartpoleSwingUp", "MountainCarContinuous-v0"):
+        shipped = load_config(algo="svgd-ppo", env=env).update
+        assert shipped.kernel == {"name": "rbf", "bandwidth": "svpg", "space": "weights"}, env
+        assert shipped.repulsion == {"name": "constant", "weight": 1.0}, env
+    functions = load_config(algo="svgd-a2c", env="CartPole-v1", overrides={
+        "update.kernel": {"space": "functions", "states": 64}, "update.repulsion": {"name": "share", "target": 0.05}})
+    assert functions.update.kernel == {"name": "rbf", "bandwidth": "svpg", "space": "functions", "states": 64,
+                                       "driving": "weights"}
+    assert functions.update.repulsion == {"name": "share", "target": 0.05, "per": "particle"}
     imq = load_config(algo="s2vgd-a2c", env="CartPole-v1", overrides={"update.kernel": "imq"}).update.kernel
     assert imq == {"name": "imq", "bandwidth": "svpg", "beta": -0.5, "space": "weights"}
     bandit = load_config(algo="svgd-ts", env="Mushroom", overrides={"update.kernel": "imq"})

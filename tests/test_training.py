@@ -103,9 +103,10 @@ def test_training_learns_to_balance_the_cartpole(algo, extra):
     same particles returned before training and what uniformly random actions return (73).
     Measured: svgd-reinforce 621, svgd-a2c 522, svgd-ppo 929, s2vgd-ppo 427, against 137
     (svgd) and 114 (s2vgd) before training. With the RBF kernel on the weights at lambda = 1 (SVPG's),
-    as measured; the shipped function-space setting learns this small a budget more slowly (159, 160,
-    172 and 142: below the bar; on the task's own budget, 100 iterations of M = 16 x 5000 steps, it
-    balances too: research/scripts/stein_setting_check.py, research/results/repulsion_study.md)."""
+    as measured (what the task files ship); the function-space setting K1 learns this small a budget
+    more slowly (159, 160, 172 and 142: below the bar; on the task's own budget, 100 iterations of
+    M = 16 x 5000 steps, it balances too: research/scripts/stein_setting_check.py,
+    research/results/repulsion_study.md)."""
     cfg = load_config(algo, "Cartpole", {"particles": 4, "envs_per_particle": 4, "batch_size": 400, "iterations": 15,
                                          "seed": 0, "run.progress": False, "run.tensorboard": False,
                                          **RECORDED_COUPLING, **extra})
