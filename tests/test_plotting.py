@@ -106,9 +106,9 @@ def test_legends_show_only_what_differs_in_short_form_and_axes_say_what_is_plott
     monkeypatch.setattr(plt.Figure, "savefig", spy)
     drawn = plot_runs([runs], tmp_path / "k.png")
     assert set(drawn) == {("Cartpole", "svgd-a2c kernel=imq(β=-0.3)"),
-                          ("Cartpole", "svgd-a2c kernel=rbf(space=functions)")}  # the task file's kernel
+                          ("Cartpole", "svgd-a2c kernel=rbf")}  # the task file's kernel, at its defaults
     assert axes == [("best particle's mean return", ["svgd-a2c kernel=imq(β=-0.3) (n=1)",
-                                                      "svgd-a2c kernel=rbf(space=functions) (n=1)"])]
+                                                      "svgd-a2c kernel=rbf (n=1)"])]
 
 
 def test_short_labels():

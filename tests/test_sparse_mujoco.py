@@ -37,8 +37,9 @@ def test_registered_with_its_short_name_time_limit_and_config():
     assert env_config_path(ENV_ID).name == "SparseHalfCheetah.yaml" == env_config_path("SparseHalfCheetah").name
     cfg = load_config("svgd-ppo", "SparseHalfCheetah")
     assert cfg.rollout.horizon == 1000 and cfg.policy.log_std_init == 0.0 and cfg.rollout.batch_size == 2048
-    # the exploration study's measured setting: M = 4, the kernel on the action means over 64 shared states
-    assert (cfg.particles, cfg.update.kernel["space"], cfg.update.kernel["states"]) == (4, "functions", 64)
+    # M = 4 (the exploration study's), and the one shipped Stein setting: the weight-space kernel at lambda = 1
+    assert (cfg.particles, cfg.update.kernel["space"], cfg.update.repulsion) == (4, "weights",
+                                                                                {"name": "constant", "weight": 1.0})
     vec = envs.make_vec("SparseHalfCheetah", 2)  # Gymnasium's sync vector env: no numpy entry point
     assert isinstance(vec, gym.vector.SyncVectorEnv) and vec.observation_space.shape == (2, 18)
     vec.close()

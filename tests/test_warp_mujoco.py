@@ -40,7 +40,8 @@ TOL_REWARD = 2e-3
 SMALL = {"particles": 2, "rollout.envs_per_particle": 2, "rollout.batch_size": 16, "rollout.sampling": "continuing",
          "rollout.vectorization": "warp", "estimator.minibatches": 2, "estimator.epochs": 2, "run.progress": False,
          "run.tensorboard": False,
-         "update.kernel": {"states": 16}}  # the task file's function-space kernel, B within the small batch
+         # the function-space kernel and the share controller (state the warp path must carry), B within the batch
+         "update.kernel": {"space": "functions", "states": 16}, "update.repulsion": {"name": "share", "target": 0.05}}
 
 
 @pytest.fixture(autouse=True)
